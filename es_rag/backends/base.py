@@ -1,0 +1,106 @@
+"""The protocol every backend implements and the records it returns."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from es_rag.config import Settings
+from es_rag.errors import InputError
+from es_rag.filters import SearchFilter
+from es_rag.models import Chunk, Hit
+from es_rag.requests import EsRequest
+
+REQUIRED_FIELDS = ("chunk_id", "tenant_id", "source_id", "text")
+"""The fields the ingest pipeline refuses a document without (same order as its ``fail`` processors)."""
+
+
+def validate_chunk_source(doc: dict[str, Any], *, document: str) -> None:
+    """Apply the ingest pipeline's required-field checks on the client side.
+
+    Args:
+        doc: The document body.
+        document: Name of the document for the error message.
+
+    Raises:
+        InputError: Naming the first missing field.
+    """
+    for name in REQUIRED_FIELDS:
+        value = doc.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise InputError(document, name, "missing required field")
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of the chunk text (hex); used by the embedded backend for dedup.
+
+    Args:
+        text: The chunk text.
+    """
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class IndexReport:
+    """Outcome of a bulk write: how many documents landed and every failure with its reason."""
+
+    indexed: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+    def merge(self, other: IndexReport) -> None:
+        """Add ``other``'s counts and failures to this report.
+
+        Args:
+            other: Another report.
+        """
+        self.indexed += other.indexed
+        self.failed.extend(other.failed)
+
+
+@dataclass
+class Retrieval:
+    """What a backend returned for one query.
+
+    Attributes:
+        channels: Per channel (``bm25``, ``dense``), the hits best first, each with its channel score.
+        fused: The fused list when the backend fused natively (native ``rrf``), else None.
+        path: ``native-rrf``, ``client-rrf``, ``bm25-only`` or ``embedded``.
+        requests: The requests sent (for the trace and ``explain``).
+        took_ms: Server-side time per request, when reported.
+        notes: Fallbacks taken and why.
+    """
+
+    channels: dict[str, list[Hit]]
+    fused: list[Hit] | None
+    path: str
+    requests: list[EsRequest] = field(default_factory=list)
+    took_ms: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class SearchBackend(Protocol):
+    """A store that indexes chunks and answers filtered BM25 + kNN retrieval."""
+
+    name: str
+
+    def index(self, chunks: Sequence[Chunk], parents: Sequence[Chunk] = ()) -> IndexReport:
+        """Write children (with vectors) and parents; idempotent by chunk_id."""
+        ...
+
+    def retrieve(
+        self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
+    ) -> Retrieval:
+        """Run every channel with the same hard filter."""
+        ...
+
+    def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
+        """Fetch parent sections by id, under the same hard filter."""
+        ...
+
+    def count(self, flt: SearchFilter | None = None) -> int:
+        """Number of child chunks stored (only those ``flt`` allows, when given)."""
+        ...

@@ -1,0 +1,508 @@
+"""Elasticsearch backend: probes the cluster, installs assets, bulk-indexes and searches.
+
+Bodies come from :mod:`es_rag.queries` and :mod:`es_rag.assets` (pure functions); this module only
+sends them and reads the answers. The probe decides the fusion path: the native ``rrf`` retriever
+when the licence allows it (Enterprise or trial, Elasticsearch >= 8.16), else client-side RRF over
+one ``_msearch`` round trip. A licence error at query time switches to the client path and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from es_rag.assets import ASSET_VERSION, index_creation_requests, setup_requests
+from es_rag.backends.base import IndexReport, Retrieval, validate_chunk_source
+from es_rag.config import FusionMode, Settings
+from es_rag.errors import ClusterError, ConfigError, InputError, LicenseError
+from es_rag.filters import SearchFilter
+from es_rag.models import Chunk, Hit
+from es_rag.queries import client_channel_bodies, count_request, parents_request, search_requests
+from es_rag.requests import EsRequest
+
+NATIVE_RRF_MIN_VERSION = (8, 16)
+EXCLUDE_VECTORS_MIN_VERSION = (9, 2)
+NATIVE_RRF_LICENSES = {"enterprise", "trial"}
+
+
+def _client_major() -> int:
+    """Major version of the installed ``elasticsearch`` client: the REST compatibility we ask for.
+
+    The 9.x client talks to 9.x clusters; for an 8.x cluster install the 8.x client
+    (``pip install 'elasticsearch>=8.18,<9'``), with which es_rag sends ``compatible-with=8``.
+    """
+    import importlib.metadata
+
+    return int(importlib.metadata.version("elasticsearch").split(".")[0])
+
+
+def _headers(ndjson: bool, has_body: bool) -> dict[str, str]:
+    major = _client_major()
+    headers = {"accept": f"application/vnd.elasticsearch+json; compatible-with={major}"}
+    if has_body:
+        kind = "x-ndjson" if ndjson else "json"
+        headers["content-type"] = f"application/vnd.elasticsearch+{kind}; compatible-with={major}"
+    return headers
+
+
+def _version_tuple(number: str) -> tuple[int, ...]:
+    parts = []
+    for piece in number.split("-")[0].split("."):
+        if piece.isdigit():
+            parts.append(int(piece))
+    return tuple(parts)
+
+
+@dataclass
+class Capabilities:
+    """What the probe found and which path each stage will take."""
+
+    version: str
+    license_type: str
+    license_status: str
+    native_rrf: bool
+    native_rrf_reason: str
+    vectors_in_source_param: bool
+    inference_endpoints: list[str] = field(default_factory=list)
+    analysis_plugins: list[str] = field(default_factory=list)
+    installed_assets: dict[str, int | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+def decide_native_rrf(version: str, license_type: str, license_status: str) -> tuple[bool, str]:
+    """Whether the native ``rrf`` retriever may be used, and why.
+
+    Args:
+        version: Elasticsearch version number.
+        license_type: ``basic``, ``trial``, ``enterprise``, ...
+        license_status: ``active`` or ``expired``.
+    """
+    if _version_tuple(version) < NATIVE_RRF_MIN_VERSION:
+        return False, f"Elasticsearch {version} < 8.16 has no rrf retriever"
+    if license_status != "active":
+        return False, f"licence {license_type} is {license_status}"
+    if license_type not in NATIVE_RRF_LICENSES:
+        return False, f"licence {license_type} does not include the rrf retriever (needs enterprise or trial)"
+    return True, f"licence {license_type} on Elasticsearch {version} allows the rrf retriever"
+
+
+class ElasticsearchBackend:
+    """Sends es_rag's requests to a cluster through an ``elasticsearch.Elasticsearch`` client.
+
+    Args:
+        client: A configured client (tests pass one whose transport returns canned responses).
+        settings: Index names, candidate counts, fusion mode.
+    """
+
+    name = "elasticsearch"
+
+    def __init__(self, client: Any, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self._caps: Capabilities | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        settings: Settings,
+        *,
+        api_key: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        verify_certs: bool = True,
+    ) -> ElasticsearchBackend:
+        """Build a client for ``url``; credentials default to ``ES_API_KEY`` or ``ES_USERNAME``/``ES_PASSWORD``.
+
+        Args:
+            url: Cluster URL.
+            settings: Settings (request timeout among them).
+            api_key: API key (base64 ``id:key``).
+            username: Basic-auth user.
+            password: Basic-auth password.
+            verify_certs: Verify TLS certificates.
+        """
+        from elasticsearch import Elasticsearch
+
+        api_key = api_key or os.environ.get("ES_API_KEY")
+        username = username or os.environ.get("ES_USERNAME")
+        password = password or os.environ.get("ES_PASSWORD")
+        kwargs: dict[str, Any] = {"request_timeout": settings.request_timeout, "verify_certs": verify_certs}
+        if api_key:
+            kwargs["api_key"] = api_key
+        elif username and password:
+            kwargs["basic_auth"] = (username, password)
+        return cls(Elasticsearch(url, **kwargs), settings)
+
+    # -- transport -----------------------------------------------------------------------------
+    def send(self, request: EsRequest, *, ignore: Sequence[int] = ()) -> Any:
+        """Send one request and return the parsed body.
+
+        Args:
+            request: The request.
+            ignore: HTTP statuses returned as a body instead of raised.
+
+        Raises:
+            LicenseError: 403 caused by the licence.
+            ClusterError: Any other error status, or the cluster is unreachable.
+        """
+        from elasticsearch import ApiError, TransportError
+
+        headers = _headers(request.is_ndjson, request.body is not None)
+        try:
+            resp = self.client.perform_request(request.method, "/" + request.path, headers=headers, body=request.body)
+            return resp.body
+        except ApiError as exc:
+            if exc.meta.status in ignore:
+                return exc.body
+            body = exc.body
+            text = str(body).lower()
+            if exc.meta.status == 403 and "licen" in text:
+                raise LicenseError(
+                    f"{request.method} {request.path}: licence does not allow this request", status=403, response=body
+                ) from exc
+            if exc.meta.status == 400 and "media_type_header_exception" in text:
+                raise ClusterError(
+                    f"{request.method} {request.path}: the cluster refuses REST compatibility with the installed "
+                    f"elasticsearch client {_client_major()}.x ({_reason(body)}); for an 8.x cluster install the "
+                    "8.x client: pip install 'elasticsearch>=8.18,<9'",
+                    status=400,
+                    response=body,
+                ) from exc
+            raise ClusterError(
+                f"{request.method} {request.path} failed: {_reason(body)}", status=exc.meta.status, response=body
+            ) from exc
+        except TransportError as exc:
+            raise ClusterError(f"{request.method} {request.path}: cluster unreachable: {exc}") from exc
+
+    # -- probe / doctor --------------------------------------------------------------------------
+    def probe(self, *, refresh: bool = False) -> Capabilities:
+        """Version, licence, inference endpoints, analysis plugins and installed asset versions.
+
+        Args:
+            refresh: Probe again even if cached.
+        """
+        if self._caps is not None and not refresh:
+            return self._caps
+        root = self.send(EsRequest("GET", ""))
+        version = str(root.get("version", {}).get("number", "0"))
+        lic = self.send(EsRequest("GET", "_license"), ignore=(404,)).get("license", {}) or {}
+        ltype, lstatus = str(lic.get("type", "unknown")), str(lic.get("status", "unknown"))
+        native, reason = decide_native_rrf(version, ltype, lstatus)
+        try:
+            inf = self.send(EsRequest("GET", "_inference/_all"), ignore=(400, 404))
+            endpoints = [e.get("inference_id", "?") for e in inf.get("endpoints", [])] if isinstance(inf, dict) else []
+        except ClusterError:
+            endpoints = []
+        plugins_resp = self.send(EsRequest("GET", "_nodes/plugins"))
+        plugins = sorted(
+            {
+                p.get("name", "")
+                for node in plugins_resp.get("nodes", {}).values()
+                for p in node.get("plugins", [])
+                if p.get("name", "").startswith("analysis-")
+            }
+        )
+        assets: dict[str, int | None] = {}
+        for req in setup_requests(self.settings):
+            got = self.send(EsRequest("GET", req.path), ignore=(404,))
+            assets[req.path] = _installed_version(req.path, got)
+        self._caps = Capabilities(
+            version=version,
+            license_type=ltype,
+            license_status=lstatus,
+            native_rrf=native,
+            native_rrf_reason=reason,
+            vectors_in_source_param=_version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION,
+            inference_endpoints=endpoints,
+            analysis_plugins=plugins,
+            installed_assets=assets,
+        )
+        return self._caps
+
+    def doctor(self) -> dict[str, Any]:
+        """The probe plus the path each stage will take."""
+        caps = self.probe()
+        s = self.settings
+        try:
+            fusion = self.fusion_path()
+        except ConfigError as exc:
+            fusion = f"ERROR: {exc}"
+        expected = ASSET_VERSION
+        stale = {k: v for k, v in caps.installed_assets.items() if v != expected}
+        vectors = (
+            f"elasticsearch inference processor ({s.inference_id})"
+            if s.inference_id and s.inference_id in caps.inference_endpoints
+            else f"client-side sentence-transformers ({s.embedding_model})"
+        )
+        if s.inference_id and s.inference_id not in caps.inference_endpoints:
+            vectors += f" -- inference endpoint {s.inference_id!r} not found on the cluster"
+        analyzer = s.analyzer.value
+        if analyzer == "kuromoji" and "analysis-kuromoji" not in caps.analysis_plugins:
+            analyzer += " -- MISSING plugin analysis-kuromoji: use --analyzer cjk or install the plugin"
+        return {
+            "cluster": caps.to_dict(),
+            "assets": {"expected_version": expected, "missing_or_stale": stale},
+            "paths": {
+                "vectors": vectors,
+                "bm25": f"elasticsearch multi_match (analyzer {analyzer})",
+                "knn": "elasticsearch knn",
+                "fusion": fusion,
+                "rerank": f"python cross-encoder ({s.reranker_model})" if s.reranker_model else "disabled",
+                "select/pack": "python (mmr, per-source cap, token budget)",
+            },
+        }
+
+    def fusion_path(self, settings: Settings | None = None) -> str:
+        """``native`` or ``client`` for this cluster and ``settings`` (default: the backend's).
+
+        Args:
+            settings: Settings whose ``fusion`` mode applies (per-call override).
+        """
+        mode = (settings or self.settings).fusion
+        if mode is FusionMode.CLIENT:
+            return "client"
+        caps = self.probe()
+        if mode is FusionMode.NATIVE:
+            if not caps.native_rrf:
+                raise ConfigError(f"fusion=native requested but {caps.native_rrf_reason}; use --fusion client or auto")
+            return "native"
+        return "native" if caps.native_rrf else "client"
+
+    # -- setup --------------------------------------------------------------------------------
+    def setup(self, *, create_indices: bool = True) -> list[dict[str, Any]]:
+        """Install pipelines and templates (idempotent PUTs) and create the indices if absent.
+
+        Args:
+            create_indices: Also create the chunk and parent indices.
+        """
+        results = []
+        for req in setup_requests(self.settings):
+            resp = self.send(req)
+            results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
+        if create_indices:
+            for req in index_creation_requests(self.settings):
+                if self._index_exists(req.path):
+                    results.append({"request": f"{req.method} {req.path}", "acknowledged": "exists"})
+                    continue
+                resp = self.send(req, ignore=(400,))
+                if isinstance(resp, dict) and "error" in resp:
+                    if "resource_already_exists" in str(resp):
+                        results.append({"request": f"{req.method} {req.path}", "acknowledged": "exists"})
+                        continue
+                    raise ClusterError(f"creating {req.path} failed: {_reason(resp)}", status=400, response=resp)
+                results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
+        self._caps = None  # installed asset versions changed: the next probe must look again
+        return results
+
+    def _index_exists(self, name: str) -> bool:
+        # The client answers HEAD with a boolean body (404 is "absent", not an error).
+        return self.send(EsRequest("HEAD", name)) is True
+
+    # -- writes -------------------------------------------------------------------------------
+    def _actions(
+        self, chunks: Iterable[Chunk], index: str, include_vector: bool, failed: list[dict[str, str]]
+    ) -> Iterable[dict[str, Any]]:
+        for c in chunks:
+            doc = c.to_source(include_vector=include_vector)
+            if c.source_path is not None:
+                doc["source_path"] = c.source_path
+            try:
+                validate_chunk_source(doc, document=c.source_path or c.source_id or c.chunk_id)
+            except InputError as err:
+                failed.append(err.as_dict())
+                continue
+            yield {"_op_type": "index", "_index": index, "_id": c.chunk_id, "_source": doc}
+
+    def index(self, chunks: Sequence[Chunk], parents: Sequence[Chunk] = ()) -> IndexReport:
+        """Bulk-index children and parents through the ingest pipelines; 429s are retried with backoff.
+
+        Args:
+            chunks: Child chunks (with vectors unless the cluster embeds).
+            parents: Parent sections.
+        """
+        from elasticsearch import TransportError, helpers
+
+        report = IndexReport()
+        server_embeds = self.settings.inference_id is not None
+        for docs, index in ((chunks, self.settings.chunk_index), (parents, self.settings.parent_index)):
+            if not docs:
+                continue
+            by_id = {c.chunk_id: c for c in docs}
+            actions = self._actions(docs, index, not server_embeds, report.failed)
+            stream = helpers.streaming_bulk(
+                self.client,
+                actions,
+                raise_on_error=False,
+                raise_on_exception=False,
+                max_retries=3,
+                initial_backoff=1,
+                max_backoff=30,
+                chunk_size=200,
+            )
+            try:
+                results = list(stream)
+            except TransportError as exc:
+                raise ClusterError(
+                    f"bulk indexing into {index} failed: cluster unreachable: {exc} "
+                    f"({report.indexed} documents were indexed before the failure)"
+                ) from exc
+            for ok, item in results:
+                info = next(iter(item.values()))
+                if ok:
+                    report.indexed += 1
+                    continue
+                doc_id = str(info.get("_id"))
+                chunk = by_id.get(doc_id)
+                error = info.get("error", {})
+                report.failed.append(
+                    {
+                        "document": (chunk.source_path or chunk.source_id) if chunk else doc_id,
+                        "field": _failed_field(error),
+                        "reason": f"chunk {doc_id}: {_reason(error)}",
+                    }
+                )
+        return report
+
+    # -- reads --------------------------------------------------------------------------------
+    def retrieve(
+        self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
+    ) -> Retrieval:
+        """Native rrf (one ``_search``) or client-side channels (one ``_msearch``) with the same filters.
+
+        Args:
+            query_text: The query.
+            query_vector: Its embedding, or None for BM25 only.
+            flt: Hard filter, inside every child retriever.
+            settings: Candidate counts and fusion mode.
+        """
+        caps = self.probe()
+        notes: list[str] = []
+        native = self.fusion_path(settings) == "native" and query_vector is not None
+        if native:
+            reqs = search_requests(
+                query_text,
+                query_vector,
+                flt,
+                settings,
+                native=True,
+                vectors_in_source_param=caps.vectors_in_source_param,
+            )
+            try:
+                resp = self.send(reqs[0])
+                fused = [
+                    _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
+                    for h in resp.get("hits", {}).get("hits", [])
+                ]
+                return Retrieval(
+                    channels={},
+                    fused=fused,
+                    path="native-rrf",
+                    requests=reqs,
+                    took_ms={"search": float(resp.get("took", 0))},
+                )
+            except LicenseError as exc:
+                caps.native_rrf = False
+                caps.native_rrf_reason = f"licence error at query time: {exc}"
+                notes.append("native rrf refused by licence (HTTP 403): switched to client-side RRF over _msearch")
+            except ClusterError as exc:
+                notes.append(f"native rrf failed ({exc}): retried on the client path")
+        reqs = search_requests(
+            query_text, query_vector, flt, settings, native=False, vectors_in_source_param=caps.vectors_in_source_param
+        )
+        names = list(client_channel_bodies(query_text, query_vector, flt, settings))
+        resp = self.send(reqs[0])
+        channels: dict[str, list[Hit]] = {}
+        took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
+        errors = []
+        responses = resp.get("responses", [])
+        if len(responses) != len(names):
+            raise ClusterError(f"_msearch returned {len(responses)} responses for {len(names)} searches", response=resp)
+        for name, item in zip(names, responses, strict=True):
+            if "error" in item:
+                errors.append(f"{name}: {_reason(item['error'])}")
+                notes.append(f"channel {name} failed ({_reason(item['error'])}): fused without it")
+                continue
+            attr = "bm25_score" if name == "bm25" else "dense_score"
+            channels[name] = [
+                _hit_from_es(h).replace(**{attr: h.get("_score")}) for h in item.get("hits", {}).get("hits", [])
+            ]
+            took[name] = float(item.get("took", 0))
+        if not channels:
+            raise ClusterError("every retrieval channel failed: " + "; ".join(errors), response=resp)
+        path = "client-rrf" if len(channels) > 1 else f"{next(iter(channels))}-only"
+        return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
+
+    def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
+        """Parents by id under the same hard filter (a parent of another tenant is never returned).
+
+        Args:
+            parent_ids: Parent chunk ids.
+            flt: Hard filter.
+        """
+        if not parent_ids:
+            return {}
+        req = parents_request(parent_ids, flt, self.settings)
+        resp = self.send(req)
+        return {h["_id"]: _hit_from_es(h) for h in resp.get("hits", {}).get("hits", [])}
+
+    def count(self, flt: SearchFilter | None = None) -> int:
+        """Number of child chunks in the chunk index (only those ``flt`` allows, when given).
+
+        Args:
+            flt: Optional hard filter; without it every tenant's chunks are counted (admin use).
+        """
+        resp = self.send(count_request(flt, self.settings))
+        return int(resp.get("count", 0))
+
+
+def _hit_from_es(raw: dict[str, Any]) -> Hit:
+    source = dict(raw.get("_source", {}))
+    source.setdefault("chunk_id", raw.get("_id"))
+    return Hit.from_source(source)
+
+
+def _reason(error: Any) -> str:
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        if isinstance(inner, dict):
+            cause = inner.get("caused_by") or {}
+            reason = inner.get("reason") or inner.get("type") or str(inner)
+            if isinstance(cause, dict) and cause.get("reason"):
+                return f"{reason}: {cause['reason']}"
+            return str(reason)
+        return str(inner)
+    return str(error)
+
+
+def _failed_field(error: Any) -> str:
+    text = _reason(error)
+    for name in ("tenant_id", "source_id", "chunk_id", "text", "vector"):
+        if f"'{name}'" in text or f"[{name}]" in text:
+            return name
+    return "document"
+
+
+def _installed_version(path: str, got: Any) -> int | None:
+    if not isinstance(got, dict) or "error" in got or got.get("status") == 404:
+        return None
+    name = path.rsplit("/", 1)[-1]
+    if path.startswith("_ingest/pipeline/"):
+        meta = (got.get(name) or {}).get("_meta") or {}
+    elif path.startswith("_component_template/"):
+        items = got.get("component_templates", [])
+        meta = (items[0].get("component_template", {}).get("_meta") if items else None) or {}
+    elif path.startswith("_index_template/"):
+        items = got.get("index_templates", [])
+        meta = (items[0].get("index_template", {}).get("_meta") if items else None) or {}
+    else:
+        meta = {}
+    version = meta.get("version")
+    return int(version) if isinstance(version, int) else None

@@ -1,0 +1,611 @@
+"""``es-rag`` command line. The parser is built by :func:`build_parser`; each command is a function
+taking the parsed arguments and returning an exit code. Errors go to stderr with exit code 2
+(bad input / configuration) or 3 (cluster errors)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from es_rag import __version__
+from es_rag.config import Analyzer, FusionMode, Settings, Similarity
+from es_rag.errors import ClusterError, EsRagError
+
+DEFAULT_INDEX_DIR = ".es_rag/index"
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------------------------
+def _add_settings_args(p: argparse.ArgumentParser) -> None:
+    d = Settings()
+    g = p.add_argument_group("settings")
+    g.add_argument("--index-prefix", default=d.index_prefix, help="prefix of indices/templates/pipelines (%(default)s)")
+    g.add_argument(
+        "--embedding-model", default=d.embedding_model, help="sentence-transformers model or dir (%(default)s)"
+    )
+    g.add_argument("--vector-dims", type=int, default=d.vector_dims, help="embedding dimension (%(default)s)")
+    g.add_argument("--similarity", choices=[s.value for s in Similarity], default=d.similarity.value)
+    g.add_argument(
+        "--analyzer",
+        choices=[a.value for a in Analyzer],
+        default=d.analyzer.value,
+        help="text analyzer; kuromoji needs the analysis-kuromoji plugin (%(default)s)",
+    )
+    g.add_argument("--inference-id", default=None, help="inference endpoint: vectors computed by the ingest pipeline")
+    g.add_argument(
+        "--reranker",
+        default=d.reranker_model,
+        help="cross-encoder model or dir; 'none' disables reranking (%(default)s)",
+    )
+    g.add_argument(
+        "--candidate-k",
+        type=int,
+        default=d.candidate_k,
+        help="candidates per channel = RRF rank_window_size (%(default)s)",
+    )
+    g.add_argument("--num-candidates", type=int, default=d.num_candidates, help="kNN num_candidates (%(default)s)")
+    g.add_argument(
+        "--rerank-k", type=int, default=d.rerank_k, help="fused candidates the cross-encoder scores (%(default)s)"
+    )
+    g.add_argument("--context-k", type=int, default=d.context_k, help="most chunks in the context (%(default)s)")
+    g.add_argument("--rank-constant", type=int, default=d.rank_constant, help="RRF rank constant (%(default)s)")
+    g.add_argument("--token-budget", type=int, default=d.token_budget, help="context token budget (%(default)s)")
+    g.add_argument(
+        "--chunk-max-tokens",
+        type=int,
+        default=d.chunk_max_tokens,
+        help="child chunk size in model tokens (%(default)s)",
+    )
+    g.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=d.chunk_overlap,
+        help="token overlap inside over-long sentences (%(default)s)",
+    )
+
+
+def _add_target_args(p: argparse.ArgumentParser, *, es_required: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=es_required)
+    g.add_argument(
+        "--es",
+        metavar="URL",
+        default=None,
+        help="Elasticsearch URL (credentials from ES_API_KEY or ES_USERNAME/ES_PASSWORD)",
+    )
+    if not es_required:
+        g.add_argument(
+            "--index-dir", metavar="DIR", default=None, help=f"embedded index directory (default {DEFAULT_INDEX_DIR})"
+        )
+
+
+def _add_principal_args(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument("--tenant", required=required, help="tenant id (hard filter in every retriever)")
+    p.add_argument(
+        "--acl", nargs="+", default=[], metavar="G", help="ACL groups of the caller; 'public' is always included"
+    )
+
+
+def _add_owner_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tenant", required=True, help="tenant id written into every chunk (required)")
+    p.add_argument(
+        "--acl",
+        nargs="+",
+        default=["public"],
+        metavar="G",
+        help="groups allowed to read the documents (default: public)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``es-rag`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="es-rag",
+        description="RAG retrieval on Elasticsearch: hybrid BM25 + kNN with hard filters, RRF, rerank, MMR, packing.",
+    )
+    parser.add_argument("--version", action="version", version=f"es-rag {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "demo", help="ingest the bundled sample corpus into a temporary embedded index and run its queries"
+    )
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--index-dir", default=None, help="keep the demo index here instead of a temporary folder")
+    _add_settings_args(p)
+
+    p = sub.add_parser("ingest", help="chunk, embed and index Markdown / text files")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    _add_target_args(p)
+    _add_owner_args(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_settings_args(p)
+
+    p = sub.add_parser("search", help="hybrid search + rerank + selection + packed context")
+    p.add_argument("query")
+    _add_target_args(p)
+    _add_principal_args(p, required=True)
+    p.add_argument("--fusion", choices=[m.value for m in FusionMode], default="auto")
+    p.add_argument("--json", action="store_true", help="print hits, context and trace as JSON")
+    _add_settings_args(p)
+
+    p = sub.add_parser("explain", help="print the Elasticsearch request(s) a search sends (no cluster needed)")
+    p.add_argument("query")
+    p.add_argument("--format", choices=["console", "json"], default="console")
+    p.add_argument(
+        "--fusion",
+        choices=[m.value for m in FusionMode],
+        default="auto",
+        help="auto: probe --es if given, else print both paths",
+    )
+    p.add_argument("--es", metavar="URL", default=None, help="probe this cluster to decide the path")
+    p.add_argument(
+        "--no-vector",
+        action="store_true",
+        help="do not load the embedding model; use a unit-vector placeholder of --vector-dims",
+    )
+    _add_principal_args(p, required=True)
+    _add_settings_args(p)
+
+    p = sub.add_parser("setup", help="install ingest pipelines and index templates (idempotent)")
+    p.add_argument("--es", metavar="URL", default=None)
+    p.add_argument("--dry-run", action="store_true", help="print the requests instead of sending them")
+    p.add_argument("--format", choices=["console", "json"], default="console")
+    p.add_argument("--no-create-indices", action="store_true", help="only install templates and pipelines")
+    _add_settings_args(p)
+
+    p = sub.add_parser("doctor", help="what the cluster (or this machine) supports and which path each stage takes")
+    p.add_argument("--es", metavar="URL", default=None)
+    p.add_argument("--json", action="store_true")
+    _add_settings_args(p)
+
+    p = sub.add_parser("chunk", help="print the chunk documents ingest would write, without indexing")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--tenant", default="-", help="tenant id written into the chunks (default '-')")
+    p.add_argument("--acl", nargs="+", default=["public"], metavar="G")
+    p.add_argument(
+        "--max-tokens", type=int, default=None, help="child size in model tokens (default --chunk-max-tokens)"
+    )
+    p.add_argument("--overlap", type=int, default=None, help="overlap in tokens (default --chunk-overlap)")
+    p.add_argument("--json", action="store_true", help="JSON array (default: one summary line per chunk)")
+    _add_settings_args(p)
+
+    p = sub.add_parser("eval", help="per-stage retrieval metrics on a BEIR-layout dataset")
+    p.add_argument("--dataset", required=True, metavar="DIR")
+    p.add_argument("--split", default="test")
+    p.add_argument("--index-dir", default=None, help="persist the embedded index / embedding cache here")
+    p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries")
+    p.add_argument("--json", action="store_true")
+    _add_settings_args(p)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """Settings from the shared options.
+
+    Args:
+        args: Parsed arguments.
+        **overrides: Extra fields.
+    """
+    reranker = None if str(args.reranker).lower() in ("none", "") else args.reranker
+    values: dict[str, Any] = dict(
+        index_prefix=args.index_prefix,
+        embedding_model=args.embedding_model,
+        vector_dims=args.vector_dims,
+        similarity=args.similarity,
+        analyzer=args.analyzer,
+        inference_id=args.inference_id,
+        reranker_model=reranker,
+        candidate_k=args.candidate_k,
+        num_candidates=max(args.num_candidates, args.candidate_k),
+        rerank_k=args.rerank_k,
+        context_k=args.context_k,
+        rank_constant=args.rank_constant,
+        token_budget=args.token_budget,
+        chunk_max_tokens=args.chunk_max_tokens,
+        chunk_overlap=args.chunk_overlap,
+    )
+    if getattr(args, "fusion", None):
+        values["fusion"] = args.fusion
+    values.update(overrides)
+    return Settings(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------------------------
+def _progress() -> bool:
+    return sys.stderr.isatty()
+
+
+def _print_report(report: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        return
+    print(
+        f"sources: {report.sources}  chunks: {report.chunks}  parents: {report.parents}  "
+        f"indexed: {report.indexed}  failed: {len(report.failed)}"
+    )
+    for f in report.failed:
+        print(f"  FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """``es-rag ingest``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.app import build_backend, build_chunker, build_embedder
+    from es_rag.ingest import IngestReport, ingest_documents, load_files
+
+    settings = settings_from_args(args)
+    report = IngestReport()
+    docs = load_files(args.paths, tenant_id=args.tenant, acl=args.acl, report=report)
+    embedder = build_embedder(settings, show_progress=_progress())
+    index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
+    backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
+    use_embedder = None if (args.es and settings.inference_id) else embedder
+    ingest_documents(
+        docs,
+        chunker=build_chunker(settings, embedder),
+        embedder=use_embedder,
+        backend=backend,
+        report=report,
+        progress=_progress(),
+    )
+    if hasattr(backend, "save"):
+        backend.save()
+        print(f"embedded index: {index_dir}", file=sys.stderr)
+    _print_report(report, args.json)
+    return 1 if report.failed else 0
+
+
+def _print_result(result: Any) -> None:
+    from es_rag.pipeline import format_trace, summarize_hits
+
+    print(f"\n=== query: {result.query}")
+    if not result.hits:
+        print("(no evidence selected)")
+    for line in summarize_hits(result.hits):
+        print(line)
+    print(f"\n--- packed context ({result.context.tokens} tokens, {len(result.context.citations)} citations)")
+    print(result.context.text.rstrip())
+    print("\n--- citations")
+    for c in result.context.citations:
+        print(
+            f"[{c.citation_id}] {c.source_id} v{c.source_version} § {' > '.join(c.heading_path) or '-'} "
+            f"chars {c.start_offset}-{c.end_offset}"
+        )
+    print("\n--- trace")
+    print(format_trace(result))
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """``es-rag search``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.app import build_backend, build_embedder, build_pipeline
+    from es_rag.filters import SearchFilter
+
+    settings = settings_from_args(args)
+    flt = SearchFilter(args.tenant, tuple(args.acl))
+    index_dir: str | None = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
+    if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
+        raise EsRagError(
+            f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
+        )
+    embedder = build_embedder(settings)
+    backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
+    result = build_pipeline(settings, backend, embedder).search(args.query, flt)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``es-rag explain``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.filters import SearchFilter
+    from es_rag.queries import search_requests
+    from es_rag.requests import render
+
+    settings = settings_from_args(args)
+    flt = SearchFilter(args.tenant, tuple(args.acl))
+    if args.no_vector:
+        # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.
+        vector: Any = [1.0] + [0.0] * (settings.vector_dims - 1)
+    else:
+        from es_rag.app import build_embedder
+
+        vector = build_embedder(settings).embed_query(args.query).tolist()
+    vectors_param = True
+    paths: list[bool]
+    if args.es:
+        from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+        backend = ElasticsearchBackend.connect(args.es, settings)
+        vectors_param = backend.probe().vectors_in_source_param
+        paths = [backend.fusion_path() == "native"]
+    elif settings.fusion is FusionMode.AUTO:
+        paths = [True, False]
+    else:
+        paths = [settings.fusion is FusionMode.NATIVE]
+    chunks = []
+    requests = []
+    for native in paths:
+        reqs = search_requests(args.query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
+        requests.extend(reqs)
+        label = (
+            "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
+            if native
+            else "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)"
+        )
+        chunks.append(label + "\n" + render(reqs, "console"))
+    if args.format == "json":
+        print(render(requests, "json"))
+    else:
+        print("\n".join(chunks), end="")
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """``es-rag setup``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.assets import index_creation_requests, setup_requests
+    from es_rag.requests import render
+
+    settings = settings_from_args(args)
+    if args.dry_run:
+        reqs = setup_requests(settings) + ([] if args.no_create_indices else index_creation_requests(settings))
+        print(render(reqs, args.format), end="" if args.format == "console" else "\n")
+        return 0
+    if not args.es:
+        raise EsRagError("setup needs --es URL (or --dry-run to print the requests)")
+    from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+    backend = ElasticsearchBackend.connect(args.es, settings)
+    for row in backend.setup(create_indices=not args.no_create_indices):
+        print(f"{row['request']}: {row['acknowledged']}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``es-rag doctor``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    settings = settings_from_args(args)
+    report: dict[str, Any]
+    if args.es:
+        from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+        report = ElasticsearchBackend.connect(args.es, settings).doctor()
+    else:
+        report = local_doctor(settings)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        _print_tree(report)
+    return 0
+
+
+def local_doctor(settings: Settings) -> dict[str, Any]:
+    """Without a cluster: which models load here and which path each stage takes on the embedded backend.
+
+    Args:
+        settings: Settings.
+    """
+    from es_rag.embedding import SentenceTransformerEmbedder
+    from es_rag.errors import ModelLoadError
+    from es_rag.rerank import CrossEncoderReranker
+
+    out: dict[str, Any] = {"cluster": "none (embedded backend)"}
+    emb = SentenceTransformerEmbedder(settings.embedding_model)
+    try:
+        emb.warm_up()
+        out["embedding_model"] = {"name": emb.name, "version": emb.version, "dims": emb.dims, "status": "ok"}
+    except ModelLoadError as exc:
+        out["embedding_model"] = {"name": emb.name, "status": f"unavailable: {exc}"}
+    if settings.reranker_model:
+        rr = CrossEncoderReranker(settings.reranker_model)
+        try:
+            rr.warm_up()
+            out["reranker"] = {"name": rr.name, "status": "ok"}
+        except ModelLoadError as exc:
+            out["reranker"] = {"name": rr.name, "status": f"unavailable -> fused order fallback: {exc}"}
+    out["paths"] = {
+        "bm25": "bm25s (embedded)",
+        "knn": "exact numpy (embedded)",
+        "fusion": "client-rrf",
+        "rerank": out.get("reranker", {}).get("status", "disabled"),
+        "select/pack": "python (mmr, per-source cap, token budget)",
+    }
+    return out
+
+
+def _print_tree(obj: Any, indent: int = 0) -> None:
+    pad = "  " * indent
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                print(f"{pad}{k}:")
+                _print_tree(v, indent + 1)
+            else:
+                print(f"{pad}{k}: {v}")
+    elif isinstance(obj, list):
+        for v in obj:
+            print(f"{pad}- {v}")
+    else:
+        print(f"{pad}{obj}")
+
+
+def cmd_chunk(args: argparse.Namespace) -> int:
+    """``es-rag chunk``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.chunking import StructureChunker
+    from es_rag.embedding import tokenizer_for
+    from es_rag.ingest import IngestReport, chunk_documents, load_files
+
+    settings = settings_from_args(args)
+    tok = tokenizer_for(settings.embedding_model)
+    chunker = StructureChunker(
+        tok,
+        max_tokens=args.max_tokens or settings.chunk_max_tokens,
+        overlap=settings.chunk_overlap if args.overlap is None else args.overlap,
+    )
+    report = IngestReport()
+    docs = load_files(args.paths, tenant_id=args.tenant, acl=args.acl, report=report)
+    children, parents = chunk_documents(docs, chunker, report)
+    rows = []
+    for c in [*parents, *children]:
+        row = c.to_source(include_vector=False)
+        row.update({"kind": c.kind, "source_path": c.source_path, "max_tokens": tok.max_tokens})
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        for r in rows:
+            print(
+                f"{r['kind']:<6} {r['chunk_id'][:12]} {r['source_path']}:{r['start_offset']}-{r['end_offset']} "
+                f"{r['token_count']:>4} tok  {' > '.join(r['heading_path'])}"
+            )
+    for f in report.failed:
+        print(f"FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``es-rag demo``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.app import SAMPLE_DIR, build_backend, build_chunker, build_embedder, build_pipeline, load_manifest
+    from es_rag.filters import SearchFilter
+    from es_rag.ingest import IngestReport, ingest_documents
+
+    settings = settings_from_args(args)
+    tmp = None
+    index_dir = args.index_dir
+    if index_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="es-rag-demo-")
+        index_dir = tmp.name
+    try:
+        report = IngestReport()
+        docs, queries = load_manifest(SAMPLE_DIR, report)
+        say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+        say(f"es-rag demo: {len(docs)} sample documents -> embedded index {index_dir}")
+        embedder = build_embedder(settings, show_progress=_progress())
+        say(f"embedding model: {embedder.version} ({embedder.dims} dims)")
+        backend = build_backend(settings, index_dir=index_dir)
+        ingest_documents(
+            docs,
+            chunker=build_chunker(settings, embedder),
+            embedder=embedder,
+            backend=backend,
+            report=report,
+            progress=_progress(),
+        )
+        backend.save()
+        say(
+            f"ingested: {report.sources} sources, {report.chunks} chunks, {report.parents} parents, "
+            f"{len(report.failed)} failed"
+        )
+        pipeline = build_pipeline(settings, backend, embedder)
+        results = []
+        for q in queries:
+            flt = SearchFilter(q["tenant_id"], tuple(q.get("acl") or ()))
+            result = pipeline.search(q["query"], flt)
+            results.append((q, result))
+            if not args.json:
+                print(f"\n##### tenant={flt.tenant_id} acl={list(flt.groups)}")
+                _print_result(result)
+                expected = set(q.get("expect_source_ids") or [])
+                got = {h.source_id for h in result.hits}
+                if expected:
+                    print(f"expected source(s) {sorted(expected)}: {'found' if expected & got else 'NOT found'}")
+                leaks = [h.chunk_id for h in result.candidates if h.tenant_id != flt.tenant_id]
+                print(f"tenant isolation: {len(leaks)} candidates from other tenants")
+        if args.json:
+            print(json.dumps([{"case": q, **r.to_dict()} for q, r in results], ensure_ascii=False, indent=2))
+        return 0
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``es-rag eval``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.evaluation import evaluate, format_report
+
+    settings = settings_from_args(args)
+    result = evaluate(
+        args.dataset,
+        split=args.split,
+        settings=settings,
+        cache_dir=args.index_dir,
+        max_queries=args.max_queries,
+        progress=_progress(),
+    )
+    print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else format_report(result))
+    return 0
+
+
+COMMANDS = {
+    "demo": cmd_demo,
+    "ingest": cmd_ingest,
+    "search": cmd_search,
+    "explain": cmd_explain,
+    "setup": cmd_setup,
+    "doctor": cmd_doctor,
+    "chunk": cmd_chunk,
+    "eval": cmd_eval,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``es-rag``.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ClusterError as exc:
+        print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
+        if exc.response is not None:
+            print(json.dumps(exc.response, ensure_ascii=False, default=str)[:4000], file=sys.stderr)
+        return 3
+    except EsRagError as exc:
+        print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Error hierarchy: every error es_rag raises derives from :class:`EsRagError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EsRagError(Exception):
+    """Root of every error raised by es_rag."""
+
+
+class ConfigError(EsRagError, ValueError):
+    """A setting is missing or invalid; the message names the setting and the valid values."""
+
+
+class InputError(EsRagError, ValueError):
+    """A document is unusable; names the document and the field that is wrong.
+
+    Args:
+        document: Identifier of the offending document (path, source_id or line reference).
+        field: The field (or aspect, e.g. ``encoding``) that is wrong.
+        reason: Human-readable explanation.
+    """
+
+    def __init__(self, document: str, field: str, reason: str) -> None:
+        self.document = document
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{document}: field '{field}': {reason}")
+
+    def as_dict(self) -> dict[str, str]:
+        """Return the error as a JSON-able report row."""
+        return {"document": self.document, "field": self.field, "reason": self.reason}
+
+
+class ClusterError(EsRagError):
+    """Elasticsearch answered with an error, or could not be reached.
+
+    Args:
+        message: What es_rag was doing and what went wrong.
+        status: HTTP status, when the cluster answered.
+        response: The server's response body, kept verbatim for diagnosis.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, response: Any = None) -> None:
+        self.status = status
+        self.response = response
+        super().__init__(message if status is None else f"{message} (HTTP {status})")
+
+
+class LicenseError(ClusterError):
+    """The cluster's licence does not allow a feature (e.g. the native ``rrf`` retriever on Basic)."""
+
+
+class ModelLoadError(EsRagError):
+    """A model (embedder, cross-encoder, tokenizer) could not be loaded."""
+
+
+class MissingDependencyError(EsRagError, ImportError):
+    """An optional dependency is missing; the message names the pip extra that installs it."""

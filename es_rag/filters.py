@@ -1,0 +1,77 @@
+"""One filter model for every retriever: tenant, ACL groups and metadata terms.
+
+The same :class:`SearchFilter` renders to Elasticsearch ``filter`` clauses (placed inside every
+child retriever, never as a post-filter) and evaluates the identical predicate on the embedded
+backend, so both paths hide exactly the same documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_rag.config import PUBLIC_GROUP
+from es_rag.errors import ConfigError
+
+_RESERVED = {"tenant_id", "acl"}
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Hard filter of one search.
+
+    Args:
+        tenant_id: Tenant of the caller; required, never empty.
+        groups: ACL groups of the caller. The implicit ``public`` group is always added.
+        metadata: Extra exact-match conditions, field -> value or tuple of allowed values (keyword fields).
+    """
+
+    tenant_id: str
+    groups: tuple[str, ...] = ()
+    metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tenant_id, str) or not self.tenant_id.strip():
+            raise ConfigError("tenant_id: a search needs a non-empty tenant; pass --tenant or tenant_id=")
+        groups = tuple(dict.fromkeys([*(str(g) for g in self.groups if str(g).strip()), PUBLIC_GROUP]))
+        object.__setattr__(self, "groups", groups)
+        normalised: dict[str, tuple[str, ...]] = {}
+        for key, value in dict(self.metadata).items():
+            if key in _RESERVED:
+                raise ConfigError(f"metadata filter: {key!r} is set by tenant_id/groups, not by metadata")
+            values = (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+            if not values:
+                raise ConfigError(f"metadata filter {key!r}: needs at least one value")
+            normalised[key] = values
+        object.__setattr__(self, "metadata", normalised)
+
+    def to_es(self) -> list[dict[str, Any]]:
+        """Elasticsearch filter clauses (for a bool ``filter``, a retriever ``filter`` or a kNN ``filter``)."""
+        clauses: list[dict[str, Any]] = [
+            {"term": {"tenant_id": self.tenant_id}},
+            {"terms": {"acl": list(self.groups)}},
+        ]
+        for key, values in self.metadata.items():
+            clauses.append({"terms": {key: list(values)}})
+        return clauses
+
+    def matches(self, source: Mapping[str, Any]) -> bool:
+        """Evaluate the same predicate as :meth:`to_es` on a stored document's source.
+
+        Args:
+            source: The document as stored (keyword fields may be a string or a list of strings).
+        """
+        if source.get("tenant_id") != self.tenant_id:
+            return False
+        if not set(_as_list(source.get("acl"))) & set(self.groups):
+            return False
+        return all(set(_as_list(source.get(key))) & set(values) for key, values in self.metadata.items())
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [str(value)]

@@ -1,0 +1,36 @@
+"""Fast, honest model-hub availability check.
+
+Without it an offline machine waits about a minute in the hub client's retries before a load fails;
+with it the caller learns in a second that the hub is unreachable and can take its fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+from urllib.parse import urlparse
+
+
+def hub_offline_forced() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set to a true value."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@cache
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether a TCP connection to the hub endpoint (``HF_ENDPOINT``) opens within ``timeout`` seconds.
+
+    Args:
+        timeout: Seconds to wait for DNS + connect.
+    """
+    if hub_offline_forced():
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host = url.hostname or "huggingface.co"
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,80 @@
+"""Token counting with the embedding model's own tokenizer (seed 000: never confuse characters and tokens)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from es_rag.errors import ModelLoadError
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What chunking and packing need from a tokenizer."""
+
+    name: str
+    max_tokens: int | None
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every token of ``text`` (no special tokens)."""
+        ...
+
+    def count(self, text: str) -> int:
+        """Number of model tokens in ``text`` (no special tokens)."""
+        ...
+
+
+class HFTokenizer:
+    """A Hugging Face fast tokenizer (the one the embedding model uses).
+
+    Args:
+        tokenizer: A ``transformers`` fast tokenizer instance.
+        name: Model name or path it came from.
+        max_tokens: The model's maximum input length in tokens, special tokens excluded.
+    """
+
+    def __init__(self, tokenizer: Any, *, name: str, max_tokens: int | None) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelLoadError(f"tokenizer of {name!r} is not a fast tokenizer: offsets are unavailable")
+        self._tok = tokenizer
+        self.name = name
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, max_tokens: int | None = None) -> HFTokenizer:
+        """Load the tokenizer that ships with a model directory or hub name.
+
+        Args:
+            name_or_path: Model directory or hub name.
+            max_tokens: Override of the model's maximum input length.
+        """
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - transformers is a core dependency
+            raise ModelLoadError("transformers is not installed: pip install es-rag") from exc
+        try:
+            tok = AutoTokenizer.from_pretrained(str(name_or_path))
+        except Exception as exc:
+            raise ModelLoadError(f"cannot load tokenizer {str(name_or_path)!r}: {exc}") from exc
+        return cls(tok, name=str(name_or_path), max_tokens=max_tokens)
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every token of ``text`` (no special tokens).
+
+        Args:
+            text: The text to tokenize.
+        """
+        if not text:
+            return []
+        enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
+    def count(self, text: str) -> int:
+        """Number of model tokens in ``text`` (no special tokens).
+
+        Args:
+            text: The text to count.
+        """
+        if not text:
+            return 0
+        return len(self._tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests never reach a model hub: fail fast instead of waiting on retries.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_bi_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.models_factory import build_tiny_bi_encoder
+
+    return build_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi"))
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.models_factory import build_tiny_cross_encoder
+
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():  # type: ignore[no-untyped-def]
+    from es_rag.embedding import tokenizer_for
+
+    return tokenizer_for("sentence-transformers/all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    from es_rag.app import SAMPLE_DIR
+
+    return SAMPLE_DIR

@@ -1,0 +1,202 @@
+"""End to end on the embedded backend with tiny models made on the fly (real loading code)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from es_rag.app import build_chunker, build_embedder, load_manifest
+from es_rag.backends.embedded import EmbeddedBackend
+from es_rag.cli import main
+from es_rag.config import Settings
+from es_rag.filters import SearchFilter
+from es_rag.ingest import IngestReport, ingest_documents
+from es_rag.pipeline import RagPipeline
+from es_rag.rerank import CrossEncoderReranker
+
+HIT_KEYS = {"chunk_id", "source_id", "parent_id", "tenant_id", "text", "scores", "sources"}
+SCORE_KEYS = {"bm25", "dense", "rrf", "rerank", "final"}
+
+
+@pytest.fixture(scope="module")
+def tiny_settings(tiny_bi_encoder: Path) -> Settings:
+    return Settings(
+        embedding_model=str(tiny_bi_encoder),
+        vector_dims=32,
+        reranker_model=None,
+        chunk_max_tokens=60,
+        chunk_overlap=10,
+        candidate_k=30,
+        num_candidates=60,
+        rerank_k=20,
+        context_k=4,
+        token_budget=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def indexed(tiny_settings: Settings, sample_dir: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    report = IngestReport()
+    docs, queries = load_manifest(sample_dir, report)
+    embedder = build_embedder(tiny_settings)
+    directory = tmp_path_factory.mktemp("idx")
+    backend = EmbeddedBackend(directory, dims=32)
+    ingest_documents(
+        docs, chunker=build_chunker(tiny_settings, embedder), embedder=embedder, backend=backend, report=report
+    )
+    backend.save()
+    assert not report.failed, report.failed
+    return directory, embedder, queries, report
+
+
+def test_ingest_counts(indexed) -> None:  # type: ignore[no-untyped-def]
+    directory, _, _, report = indexed
+    assert report.sources == 10
+    assert report.indexed == report.chunks + report.parents
+    assert EmbeddedBackend(directory).count() == report.chunks
+
+
+def test_search_never_leaks_another_tenant_or_acl(indexed, tiny_settings) -> None:  # type: ignore[no-untyped-def]
+    directory, embedder, queries, _ = indexed
+    pipe = RagPipeline(
+        EmbeddedBackend(directory), embedder=embedder, settings=tiny_settings, tokenizer=embedder.tokenizer()
+    )
+    for q in queries:
+        flt = SearchFilter(q["tenant_id"], tuple(q.get("acl") or ()))
+        result = pipe.search(q["query"], flt)
+        for h in result.candidates:
+            assert h.tenant_id == flt.tenant_id
+            assert set(h.acl) & set(flt.groups)
+        assert result.context.tokens <= tiny_settings.token_budget
+        assert len(result.hits) <= tiny_settings.context_k
+        per_source: dict[str, int] = {}
+        for h in result.hits:
+            per_source[h.source_id] = per_source.get(h.source_id, 0) + 1
+        assert max(per_source.values(), default=0) <= tiny_settings.max_chunks_per_source
+
+
+def test_trace_records_every_stage_and_fallback(indexed, tiny_settings) -> None:  # type: ignore[no-untyped-def]
+    directory, embedder, _, _ = indexed
+    settings = tiny_settings.replace(reranker_model="/nonexistent/cross-encoder")
+    pipe = RagPipeline(
+        EmbeddedBackend(directory),
+        embedder=embedder,
+        settings=settings,
+        tokenizer=embedder.tokenizer(),
+        reranker=CrossEncoderReranker(settings.reranker_model),
+    )
+    result = pipe.search("remote wipe during the trial", SearchFilter("acme"))
+    names = [s.name for s in result.trace.stages]
+    assert names == ["embed_query", "retrieve", "fusion", "dedup", "rerank", "select", "pack"]
+    assert result.trace.paths["rerank"].startswith("fallback: fused order")
+    assert all(h.semantic_score is None for h in result.hits)  # never a fake score
+    fusion = next(s for s in result.trace.stages if s.name == "fusion")
+    assert fusion.info["fused"][0]["rank"] == 1
+    d = result.to_dict()
+    assert {s["name"] for s in d["trace"]["stages"]} == set(names)
+    for stage in d["trace"]["stages"]:
+        assert {"name", "in", "out", "dropped", "ms"} <= set(stage)
+
+
+def test_cross_encoder_scores_are_recorded(indexed, tiny_settings, tiny_cross_encoder) -> None:  # type: ignore[no-untyped-def]
+    directory, embedder, _, _ = indexed
+    settings = tiny_settings.replace(reranker_model=str(tiny_cross_encoder))
+    pipe = RagPipeline(
+        EmbeddedBackend(directory),
+        embedder=embedder,
+        settings=settings,
+        tokenizer=embedder.tokenizer(),
+        reranker=CrossEncoderReranker(str(tiny_cross_encoder)),
+    )
+    result = pipe.search("error NIM-E1042 checksum", SearchFilter("acme"))
+    assert result.trace.paths["rerank"] == f"cross-encoder {tiny_cross_encoder}"
+    scores = [h.semantic_score for h in result.candidates]
+    assert all(s is not None for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert all(h.final_score == h.semantic_score for h in result.candidates)
+
+
+def test_query_embedding_failure_falls_back_to_bm25(indexed, tiny_settings) -> None:  # type: ignore[no-untyped-def]
+    directory, _, _, _ = indexed
+
+    class Broken:
+        def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+            raise RuntimeError("model crashed")
+
+    from es_rag.tokenization import HFTokenizer
+
+    tok = HFTokenizer.from_pretrained(tiny_settings.embedding_model)
+    pipe = RagPipeline(EmbeddedBackend(directory), embedder=Broken(), settings=tiny_settings, tokenizer=tok)
+    result = pipe.search("remote wipe", SearchFilter("acme"))
+    assert result.trace.paths["dense"].startswith("fallback: bm25 only")
+    assert result.hits and all(h.dense_score is None for h in result.hits)
+
+
+def test_cli_ingest_then_search_json(tiny_bi_encoder, sample_dir, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    common = [
+        "--embedding-model",
+        str(tiny_bi_encoder),
+        "--vector-dims",
+        "32",
+        "--reranker",
+        "none",
+        "--index-dir",
+        str(tmp_path / "idx"),
+    ]
+    files = [str(sample_dir / "error-codes.md"), str(sample_dir / "ja-quickstart.md")]
+    assert main(["ingest", *files, "--tenant", "acme", "--json", *common]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sources"] == 2 and report["failed"] == []
+    assert main(["search", "NIM-E1042", "--tenant", "acme", "--json", *common]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hits"]
+    for h in out["hits"]:
+        assert HIT_KEYS <= set(h) and set(h["scores"]) == SCORE_KEYS
+        assert h["tenant_id"] == "acme"
+    assert {"text", "tokens", "citations"} <= set(out["context"])
+    assert out["trace"]["paths"]["rerank"].startswith("disabled")
+    # Another tenant sees nothing of acme's.
+    assert main(["search", "NIM-E1042", "--tenant", "globex", "--json", *common]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"] == []
+
+
+def test_cli_reports_bad_files_and_indexes_the_good(tiny_bi_encoder, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    good = tmp_path / "good.md"
+    good.write_text("# Good\n\nA fine document.\n", encoding="utf-8")
+    (tmp_path / "empty.md").write_text("", encoding="utf-8")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "binary.md").write_bytes(b"\x00\x01\x02binary")
+    rc = main(
+        [
+            "ingest",
+            str(tmp_path),
+            "--tenant",
+            "t",
+            "--json",
+            "--embedding-model",
+            str(tiny_bi_encoder),
+            "--vector-dims",
+            "32",
+            "--index-dir",
+            str(tmp_path / "idx"),
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    assert out["sources"] == 1 and out["indexed"] >= 2  # one child + one parent
+    failed = {Path(f["document"]).name: f["field"] for f in out["failed"]}
+    assert failed == {"empty.md": "text", "latin1.txt": "encoding", "binary.md": "encoding"}
+
+
+def test_search_without_index_is_a_clear_error(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    rc = main(["search", "x", "--tenant", "t", "--index-dir", str(tmp_path / "none")])
+    assert rc == 2
+    assert "es-rag ingest" in capsys.readouterr().err
+
+
+def test_missing_tenant_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit):
+        main(["search", "x"])
+    assert "--tenant" in capsys.readouterr().err

@@ -1,0 +1,257 @@
+"""Golden Kibana Dev Tools snapshots of ``es-rag setup --dry-run`` and ``es-rag explain``.
+
+The CLI runs in-process (``es_rag.cli.main``) and its stdout is compared byte for byte with
+``tests/golden/snapshots/*.txt``. To accept a deliberate change, rerun with ``UPDATE_GOLDEN=1`` (the
+snapshots are rewritten and the test passes) and review the diff; otherwise a mismatch fails with a
+unified diff.
+
+The console text must paste into Kibana Dev Tools as is: :func:`parse_console` splits it into requests
+(a ``METHOD path`` line starts one, ``#`` comment lines are allowed between requests, a blank line ends
+one), requires one JSON object as the body of a normal endpoint and one JSON object per line for the
+NDJSON endpoints (``_msearch``, ``_bulk``), and the parsed requests must be exactly those of
+``render(requests, "json")`` and of the CLI's ``--format json`` output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from es_rag.assets import index_creation_requests, setup_requests
+from es_rag.cli import main
+from es_rag.config import Settings
+from es_rag.filters import SearchFilter
+from es_rag.queries import search_requests
+from es_rag.requests import EsRequest, render
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+QUERY = "How do I reset my password?"
+
+SETUP_ARGS = ["setup", "--dry-run"]
+EXPLAIN_ARGS = ["explain", QUERY, "--tenant", "acme", "--acl", "support", "--no-vector", "--vector-dims", "8"]
+
+#: snapshot file -> CLI arguments (console format).
+GOLDEN: dict[str, list[str]] = {
+    "setup_dry_run_default.console.txt": [*SETUP_ARGS, "--format", "console"],
+    "explain_reset_password_acme_support_dims8.console.txt": [*EXPLAIN_ARGS, "--format", "console"],
+}
+
+
+def expected_requests(snapshot: str) -> list[EsRequest]:
+    """The requests each command prints, built by the pure builders."""
+    if snapshot.startswith("setup"):
+        settings = Settings()
+        return setup_requests(settings) + index_creation_requests(settings)
+    settings = Settings(vector_dims=8)
+    flt = SearchFilter("acme", ("support",))
+    vector = [1.0] + [0.0] * 7  # --no-vector placeholder (unit vector)
+    # no --es and fusion auto: explain prints the native path, then the client path
+    return [
+        *search_requests(QUERY, vector, flt, settings, native=True),
+        *search_requests(QUERY, vector, flt, settings, native=False),
+    ]
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    rc = main(argv)
+    captured = capsys.readouterr()
+    assert rc == 0, f"es-rag {' '.join(argv)} exited {rc}: {captured.err}"
+    return captured.out
+
+
+# ------------------------------------------------------------------------------------- snapshots
+
+
+def check_snapshot(name: str, actual: str) -> None:
+    """Compare ``actual`` with ``snapshots/<name>``; rewrite it when ``UPDATE_GOLDEN=1``."""
+    path = SNAPSHOTS / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        SNAPSHOTS.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(actual.encode("utf-8"))
+        return
+    if not path.is_file():
+        pytest.fail(f"snapshot {path} is missing; create it with UPDATE_GOLDEN=1 and review it", pytrace=False)
+    expected = path.read_bytes().decode("utf-8")
+    if actual != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                actual.splitlines(keepends=True),
+                fromfile=f"snapshots/{name}",
+                tofile="actual output",
+            )
+        )
+        pytest.fail(f"output differs from golden snapshot {name} (UPDATE_GOLDEN=1 accepts it):\n{diff}", pytrace=False)
+
+
+@pytest.mark.parametrize("snapshot", list(GOLDEN))
+def test_console_output_matches_snapshot(snapshot: str, capsys: pytest.CaptureFixture[str]) -> None:
+    check_snapshot(snapshot, run_cli(GOLDEN[snapshot], capsys))
+
+
+def test_snapshot_mismatch_fails_with_unified_diff(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("UPDATE_GOLDEN", raising=False)
+    monkeypatch.setitem(globals(), "SNAPSHOTS", tmp_path)
+    (tmp_path / "x.txt").write_text("PUT a\n{}\n")
+    with pytest.raises(pytest.fail.Exception) as info:
+        check_snapshot("x.txt", "PUT b\n{}\n")
+    assert "--- snapshots/x.txt" in str(info.value)
+    assert "-PUT a" in str(info.value) and "+PUT b" in str(info.value)
+    monkeypatch.setenv("UPDATE_GOLDEN", "1")
+    check_snapshot("x.txt", "PUT b\n{}\n")
+    assert (tmp_path / "x.txt").read_text() == "PUT b\n{}\n"
+
+
+# ------------------------------------------------------------------------------------- parser
+
+REQUEST_LINE = re.compile(r"^(GET|PUT|POST|DELETE|HEAD|PATCH) (\S+)$")
+NDJSON_ENDPOINTS = ("_msearch", "_bulk")
+
+
+class ConsoleParseError(ValueError):
+    """The text would not paste into Kibana Dev Tools as the same requests."""
+
+
+def _finish(req: dict[str, Any] | None, lines: list[tuple[int, str]]) -> dict[str, Any] | None:
+    if req is None:
+        return None
+    if not lines:
+        return req
+    endpoint = req["path"].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    where = f"{req['method']} {req['path']}"
+    if endpoint in NDJSON_ENDPOINTS:
+        items = []
+        for lineno, line in lines:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConsoleParseError(f"line {lineno} ({where}): not one JSON object per line: {exc}") from None
+            if not isinstance(obj, dict):
+                raise ConsoleParseError(f"line {lineno} ({where}): NDJSON line is not an object")
+            items.append(obj)
+        req["body"] = items
+        return req
+    text = "\n".join(line for _, line in lines)
+    try:
+        body = json.loads(text)  # raises on trailing data: exactly one JSON value
+    except json.JSONDecodeError as exc:
+        raise ConsoleParseError(f"line {lines[0][0]} ({where}): body is not one JSON object: {exc}") from None
+    if not isinstance(body, dict):
+        raise ConsoleParseError(f"line {lines[0][0]} ({where}): body is not a JSON object")
+    req["body"] = body
+    return req
+
+
+def parse_console(text: str) -> list[dict[str, Any]]:
+    """Split Kibana Dev Tools text into ``{"method", "path", "body"}`` dicts (body None when absent).
+
+    Raises:
+        ConsoleParseError: Text outside a request, a comment inside a request, or a body that is not one
+            JSON object (normal endpoints) / one JSON object per line (``_msearch``, ``_bulk``).
+    """
+    out: list[dict[str, Any]] = []
+    req: dict[str, Any] | None = None
+    lines: list[tuple[int, str]] = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        m = REQUEST_LINE.match(line)
+        if m or not line.strip():
+            done = _finish(req, lines)
+            if done is not None:
+                out.append(done)
+            req = {"method": m[1], "path": m[2], "body": None} if m else None
+            lines = []
+            continue
+        if line.startswith("#"):
+            if req is not None:
+                raise ConsoleParseError(f"line {lineno}: comment inside the request {req['method']} {req['path']}")
+            continue
+        if req is None:
+            raise ConsoleParseError(f"line {lineno}: text outside a request: {line!r}")
+        lines.append((lineno, line))
+    done = _finish(req, lines)
+    if done is not None:
+        out.append(done)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('POST ix/_search\n{"size": 1}\n{"size": 2}\n', "not one JSON object"),
+        ('POST ix/_search\n[{"size": 1}]\n', "not a JSON object"),
+        ('POST ix/_msearch\n{"index": "ix"}\n{"size": 1,\n "from": 0}\n', "one JSON object per line"),
+        ('POST ix/_msearch\n{"index": "ix"}\n[1]\n', "NDJSON line is not an object"),
+        ('{"size": 1}\n', "outside a request"),
+        ('POST ix/_search\n# note\n{"size": 1}\n', "comment inside"),
+        ('post ix/_search\n{"size": 1}\n', "outside a request"),  # Kibana needs an upper-case method
+    ],
+)
+def test_parser_rejects_what_would_not_paste(text: str, match: str) -> None:
+    with pytest.raises(ConsoleParseError, match=match):
+        parse_console(text)
+
+
+def test_parser_accepts_comments_bodyless_and_ndjson() -> None:
+    text = '# a comment\nGET _license\n\nPOST ix/_msearch\n{"index": "ix"}\n{"size": 1}\n\n# x\nPUT ix\n{\n}\n'
+    assert parse_console(text) == [
+        {"method": "GET", "path": "_license", "body": None},
+        {"method": "POST", "path": "ix/_msearch", "body": [{"index": "ix"}, {"size": 1}]},
+        {"method": "PUT", "path": "ix", "body": {}},
+    ]
+
+
+@pytest.mark.parametrize("snapshot", list(GOLDEN))
+def test_console_text_parses_back_to_the_json_rendering(snapshot: str, capsys: pytest.CaptureFixture[str]) -> None:
+    console = run_cli(GOLDEN[snapshot], capsys)
+    reqs = expected_requests(snapshot)
+    assert parse_console(console) == json.loads(render(reqs, "json"))
+    # the requests themselves render to exactly this console text (explain adds one comment per path)
+    if snapshot.startswith("setup"):
+        assert console == render(reqs, "console")
+    else:
+        assert [line for line in console.splitlines() if line.startswith("#")] == [
+            "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)",
+            "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
+        ]
+        stripped = "\n".join(line for line in console.split("\n") if not line.startswith("#"))
+        assert stripped == render(reqs[:1], "console") + "\n" + render(reqs[1:], "console")
+
+
+@pytest.mark.parametrize("snapshot", list(GOLDEN))
+def test_json_format_equals_parsed_console(snapshot: str, capsys: pytest.CaptureFixture[str]) -> None:
+    console_args = GOLDEN[snapshot]
+    json_args = [*console_args[: console_args.index("--format")], "--format", "json"]
+    as_json = json.loads(run_cli(json_args, capsys))
+    assert isinstance(as_json, list) and as_json
+    for item in as_json:
+        assert isinstance(item, dict) and set(item) == {"method", "path", "body"}
+    assert as_json == parse_console(run_cli(console_args, capsys))
+
+
+def _knn_query_vectors(node: Any) -> list[list[float]]:
+    if isinstance(node, dict):
+        found = [node["knn"]["query_vector"]] if isinstance(node.get("knn"), dict) else []
+        return found + [v for value in node.values() for v in _knn_query_vectors(value)]
+    if isinstance(node, list):
+        return [v for item in node for v in _knn_query_vectors(item)]
+    return []
+
+
+def test_explain_no_vector_output_is_executable_on_the_default_mapping(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    console = run_cli(GOLDEN["explain_reset_password_acme_support_dims8.console.txt"], capsys)
+    assert Settings().similarity.value == "cosine"
+    vectors = [v for req in parse_console(console) for v in _knn_query_vectors(req["body"])]
+    assert len(vectors) == 2  # native knn retriever + _msearch knn search
+    for vector in vectors:
+        assert len(vector) == 8
+        assert sum(x * x for x in vector) > 0.0, f"zero-magnitude query vector on a cosine field: {vector}"
+        assert abs(sum(x * x for x in vector) - 1.0) < 1e-9, "dot_product fields need unit-length vectors"

@@ -1,0 +1,383 @@
+"""Every request body ``es_rag`` can send to Elasticsearch, as :class:`~es_rag.spec_check.SpecCase` s.
+
+The bodies are produced by the package's own builders, never written by hand:
+
+* setup: :func:`es_rag.assets.setup_requests` (ingest pipelines, component and index templates) and
+  :func:`es_rag.assets.index_creation_requests` (index creation PUTs), for every configuration variant
+  that changes a rendered asset (inference pipeline, analyzer, similarity, index prefix, vector dims);
+* search: :func:`es_rag.queries.search_requests` on both fusion paths (native ``rrf`` ``_search`` and
+  client ``_msearch``), with and without a query vector (BM25-only fallback), with channel weights
+  (weighted RRF), with metadata filters and with ``vectors_in_source_param`` True and False;
+* backend-only bodies: the ``get_parents`` ``_search``, the ``_count`` body and the ``_bulk`` body of
+  :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend` are built inline in the backend (there is
+  no pure builder for them), so they are captured by calling the backend with recording clients: a tiny
+  fake with ``perform_request`` (what the backend's ``send`` calls) and, for ``_bulk`` (sent through
+  ``elasticsearch.helpers.streaming_bulk``, which needs a real client), a subclass of the official client
+  whose ``perform_request`` records instead of sending. The probe's bodyless ``GET`` requests are
+  recorded too; :func:`~es_rag.spec_check.run_tsc` lists them as skipped.
+
+:func:`all_cases` returns the :class:`SpecCase` list; :func:`all_bodies` returns the same cases with the
+settings, filter and kind each came from (used by the structural tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from es_rag.assets import index_creation_requests, setup_requests
+from es_rag.backends.elasticsearch import ElasticsearchBackend
+from es_rag.config import Analyzer, Settings, Similarity
+from es_rag.filters import SearchFilter
+from es_rag.models import Chunk
+from es_rag.queries import search_requests
+from es_rag.requests import EsRequest
+from es_rag.spec_check import SpecCase
+
+QUERY = "How do I reset my password?"
+
+# ------------------------------------------------------------------------------ configuration variants
+
+#: Settings variants that change a rendered setup asset (name -> settings).
+SETUP_VARIANTS: dict[str, Settings] = {
+    "default": Settings(),
+    "inference=my-e5": Settings(inference_id="my-e5"),
+    **{f"analyzer={a.value}": Settings(analyzer=a) for a in Analyzer if a is not Analyzer.STANDARD},
+    **{f"similarity={s.value}": Settings(similarity=s) for s in Similarity if s is not Similarity.COSINE},
+    "prefix=acme-kb": Settings(index_prefix="acme-kb"),
+    "dims=8": Settings(vector_dims=8),
+    "dims=1024": Settings(vector_dims=1024),
+    "prefix=acme-kb+inference=my-e5": Settings(index_prefix="acme-kb", inference_id="my-e5"),
+}
+
+#: Settings variants of the search bodies (name -> settings).
+SEARCH_VARIANTS: dict[str, Settings] = {
+    "default": Settings(),
+    "weights=bm25:1,dense:2": Settings(channel_weights={"bm25": 1.0, "dense": 2.0}),
+    "weights=dense:0.5": Settings(channel_weights={"dense": 0.5}),  # bm25 weight defaults to 1.0
+    "prefix=acme-kb": Settings(index_prefix="acme-kb"),
+    "dims=8": Settings(vector_dims=8),
+    "dims=1024": Settings(vector_dims=1024),
+    "k=10,nc=500,rc=20": Settings(candidate_k=10, num_candidates=500, rerank_k=10, context_k=3, rank_constant=20),
+}
+
+#: Hard filters of the search bodies (name -> filter).
+FILTERS: dict[str, SearchFilter] = {
+    "public-only": SearchFilter("acme"),
+    "acl=support": SearchFilter("acme", ("support",)),
+    "acl=support,eng+metadata": SearchFilter(
+        "globex",
+        ("support", "eng"),
+        # keyword fields of the chunk mapping (the mapping is `dynamic: strict`)
+        metadata={"source_id": ("handbook", "faq"), "chunker_version": ("structure-v1",)},
+    ),
+}
+
+
+def query_vector(dims: int) -> list[float]:
+    """A deterministic, non-zero query vector of ``dims`` components."""
+    return [round(((i * 37) % 101) / 101.0 - 0.5, 4) or 0.125 for i in range(dims)]
+
+
+# ------------------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True)
+class BodyCase:
+    """One request with the context it was built from.
+
+    Attributes:
+        case: The request as a spec case.
+        kind: ``pipeline``, ``component_template``, ``index_template``, ``create_index``, ``search``
+            (native ``rrf``/standard retriever ``_search``), ``msearch`` (client path), ``get_parents``,
+            ``count``, ``bulk`` or ``probe`` (bodyless GET).
+        settings: Settings the body was built with.
+        flt: The hard filter of a search / get_parents body, else None.
+        asset: For setup requests the asset's file name (e.g. ``component-chunk-mappings``).
+    """
+
+    case: SpecCase
+    kind: str
+    settings: Settings
+    flt: SearchFilter | None = None
+    asset: str | None = None
+
+
+#: Setup request path prefix -> (kind, asset file-name prefix).
+_SETUP_KINDS = {
+    "_ingest/pipeline/": ("pipeline", ""),
+    "_component_template/": ("component_template", "component-"),
+    "_index_template/": ("index_template", "index-"),
+}
+
+
+def _setup_kind_and_asset(path: str, settings: Settings) -> tuple[str, str]:
+    """Kind and asset file name of a setup request.
+
+    ``_component_template/<prefix>-chunk-mappings`` -> ``("component_template", "component-chunk-mappings")``.
+    """
+    for route, (kind, file_prefix) in _SETUP_KINDS.items():
+        if path.startswith(route):
+            name = path[len(route) :]
+            if not name.startswith(settings.index_prefix + "-"):
+                raise AssertionError(f"setup request {path} does not carry the index prefix")
+            return kind, file_prefix + name[len(settings.index_prefix) + 1 :]
+    raise AssertionError(f"setup request {path}: unknown kind; update tests/spec/bodies.py")
+
+
+def _case(name: str, req: EsRequest) -> SpecCase:
+    return SpecCase(name, req.method, req.path, req.body)
+
+
+def setup_bodies() -> list[BodyCase]:
+    """Every setup and index-creation request for every :data:`SETUP_VARIANTS` entry."""
+    out: list[BodyCase] = []
+    for vname, settings in SETUP_VARIANTS.items():
+        for req in setup_requests(settings):
+            kind, asset = _setup_kind_and_asset(req.path, settings)
+            out.append(BodyCase(_case(f"setup[{vname}] {kind} {asset}", req), kind, settings, asset=asset))
+        for req in index_creation_requests(settings):
+            out.append(BodyCase(_case(f"setup[{vname}] create index {req.path}", req), "create_index", settings))
+    return out
+
+
+def search_bodies() -> list[BodyCase]:
+    """Search requests of both fusion paths across settings, filters, vector presence and ``_source`` mode.
+
+    The default settings get the full grid (path x vector x vectors_in_source_param x filter); the other
+    settings variants get both paths with and without a vector, under the metadata filter.
+    """
+    out: list[BodyCase] = []
+
+    def add(
+        sname: str,
+        settings: Settings,
+        fname: str,
+        flt: SearchFilter,
+        *,
+        native: bool,
+        with_vector: bool,
+        vsp: bool,
+    ) -> None:
+        vec = query_vector(settings.vector_dims) if with_vector else None
+        (req,) = search_requests(QUERY, vec, flt, settings, native=native, vectors_in_source_param=vsp)
+        name = (
+            f"search[{sname}] {'native' if native else 'client msearch'} "
+            f"{'vector' if with_vector else 'bm25-only'} filter={fname} "
+            f"exclude_vectors={'sent' if vsp else 'omitted'}"
+        )
+        out.append(BodyCase(_case(name, req), "search" if native else "msearch", settings, flt=flt))
+
+    default = SEARCH_VARIANTS["default"]
+    for fname, flt in FILTERS.items():
+        for native in (True, False):
+            for with_vector in (True, False):
+                for vsp in (True, False):
+                    add("default", default, fname, flt, native=native, with_vector=with_vector, vsp=vsp)
+    fname = "acl=support,eng+metadata"
+    for sname, settings in SEARCH_VARIANTS.items():
+        if sname == "default":
+            continue
+        for native in (True, False):
+            for with_vector in (True, False):
+                add(sname, settings, fname, FILTERS[fname], native=native, with_vector=with_vector, vsp=True)
+    return out
+
+
+# ------------------------------------------------------------------------------ recording clients
+
+
+class RecordingClient:
+    """Fake ``elasticsearch.Elasticsearch`` for :meth:`ElasticsearchBackend.send`: records every
+    ``perform_request`` call and answers from ``responder(method, path, body)`` (default: an empty dict)."""
+
+    def __init__(self, responder: Callable[[str, str, Any], Any] | None = None) -> None:
+        self.calls: list[EsRequest] = []
+        self._responder = responder or (lambda method, path, body: {})
+
+    def perform_request(self, method: str, path: str, headers: Any = None, body: Any = None) -> Any:
+        self.calls.append(EsRequest(method, path.lstrip("/"), body))
+        return SimpleNamespace(body=self._responder(method, path, body))
+
+
+def _probe_responder(version: str = "9.2.0", license_type: str = "trial") -> Callable[[str, str, Any], Any]:
+    def respond(method: str, path: str, body: Any = None) -> Any:
+        p = path.strip("/")
+        if p == "":
+            return {"version": {"number": version}}
+        if p == "_license":
+            return {"license": {"type": license_type, "status": "active"}}
+        if p == "_inference/_all":
+            return {"endpoints": []}
+        if p == "_nodes/plugins":
+            return {"nodes": {}}
+        if p.endswith("/_msearch"):
+            # one response per search (header + body pairs), as Elasticsearch answers
+            return {"took": 1, "responses": [{"took": 1, "hits": {"hits": []}}] * (len(body or []) // 2)}
+        if p.endswith("/_search"):
+            return {"took": 1, "hits": {"hits": []}}
+        if p.endswith("/_count"):
+            return {"count": 0}
+        return {}
+
+    return respond
+
+
+def backend_calls(
+    settings: Settings,
+    action: Callable[[ElasticsearchBackend], Any],
+    *,
+    version: str = "9.2.0",
+    license_type: str = "trial",
+) -> list[EsRequest]:
+    """Run ``action`` on a backend over a :class:`RecordingClient`; return the requests it sent.
+
+    Args:
+        settings: Backend settings.
+        action: Called with the backend (e.g. ``lambda b: b.count()``).
+        version: Elasticsearch version the fake cluster reports to the probe.
+        license_type: Licence the fake cluster reports (``trial``/``enterprise`` allow native rrf).
+    """
+    client = RecordingClient(_probe_responder(version, license_type))
+    action(ElasticsearchBackend(client, settings))
+    return client.calls
+
+
+def _recording_es_class(calls: list[EsRequest]) -> type:
+    """A subclass of the official client whose ``perform_request`` records into ``calls``.
+
+    ``helpers.streaming_bulk`` needs a real client (``options()``, ``transport.serializers``, ``_otel``);
+    it serialises every bulk line to bytes before ``client.bulk`` hands them to ``perform_request``.
+    """
+    from elasticsearch import Elasticsearch
+
+    class _RecordingElasticsearch(Elasticsearch):
+        def perform_request(
+            self,
+            method: str,
+            path: str,
+            *,
+            params: Any = None,
+            headers: Any = None,
+            body: Any = None,
+            endpoint_id: Any = None,
+            path_parts: Any = None,
+        ) -> Any:
+            lines = [json.loads(x) if isinstance(x, (bytes, str)) else x for x in (body or [])]
+            calls.append(EsRequest(method, path.lstrip("/"), lines))
+            items = [
+                {next(iter(line)): {"_id": next(iter(line.values())).get("_id"), "status": 201}} for line in lines[0::2]
+            ]
+            return SimpleNamespace(body={"took": 1, "errors": False, "items": items})
+
+    return _RecordingElasticsearch
+
+
+def _chunks(settings: Settings) -> tuple[list[Chunk], list[Chunk]]:
+    common: dict[str, Any] = dict(
+        source_id="handbook",
+        source_version="v3",
+        chunker_version="structure-v1",
+        tenant_id="acme",
+        acl=("support",),
+        title="Account help",
+        source_path="docs/handbook.md",
+    )
+    parent = Chunk(
+        chunk_id="p-1",
+        parent_id=None,
+        heading_path=("Account", "Password"),
+        start_offset=0,
+        end_offset=120,
+        text="To reset your password, open Settings > Security.",
+        token_count=12,
+        kind="parent",
+        **common,
+    )
+    child = Chunk(
+        chunk_id="c-1",
+        parent_id="p-1",
+        heading_path=("Account", "Password"),
+        start_offset=0,
+        end_offset=60,
+        text="To reset your password, open Settings.",
+        token_count=8,
+        **common,
+    )
+    if settings.inference_id is None:  # else the ingest pipeline's inference processor embeds
+        child = child.with_vector(
+            np.asarray(query_vector(settings.vector_dims), dtype=np.float32),
+            "sentence-transformers/all-MiniLM-L6-v2@rev",
+        )
+    return [child], [parent]
+
+
+def bulk_requests(settings: Settings) -> list[EsRequest]:
+    """The ``_bulk`` request(s) :meth:`ElasticsearchBackend.index` sends for one child and one parent."""
+    calls: list[EsRequest] = []
+    client = _recording_es_class(calls)("http://es-rag.invalid:9200")
+    children, parents = _chunks(settings)
+    report = ElasticsearchBackend(client, settings).index(children, parents)
+    if report.failed or report.indexed != 2:
+        raise AssertionError(f"recorded bulk did not index both documents: {report}")
+    return calls
+
+
+def backend_bodies() -> list[BodyCase]:
+    """get_parents ``_search``, ``_count``, ``_bulk`` and the probe's bodyless GETs, as the backend sends."""
+    out: list[BodyCase] = []
+    for sname, settings in (("default", Settings()), ("prefix=acme-kb", Settings(index_prefix="acme-kb"))):
+        for fname, flt in FILTERS.items():
+
+            def parents(b: ElasticsearchBackend, flt: SearchFilter = flt) -> Any:
+                return b.get_parents(["p-1", "p-2"], flt)
+
+            (req,) = backend_calls(settings, parents)
+            out.append(
+                BodyCase(
+                    _case(f"backend[{sname}] get_parents filter={fname}", req),
+                    "get_parents",
+                    settings,
+                    flt=flt,
+                )
+            )
+        (req,) = backend_calls(settings, lambda b: b.count())
+        out.append(BodyCase(_case(f"backend[{sname}] count", req), "count", settings))
+    for sname, settings in (("default", Settings()), ("inference=my-e5", Settings(inference_id="my-e5"))):
+        for i, req in enumerate(bulk_requests(settings)):
+            out.append(BodyCase(_case(f"backend[{sname}] bulk #{i + 1}", req), "bulk", settings))
+    settings = Settings()
+    for req in backend_calls(settings, lambda b: b.probe()):
+        out.append(BodyCase(_case(f"backend[default] probe GET /{req.path}", req), "probe", settings))
+    return out
+
+
+# ------------------------------------------------------------------------------ entry points
+
+
+def all_bodies() -> list[BodyCase]:
+    """Every body case with its context (see :class:`BodyCase`)."""
+    return [*setup_bodies(), *search_bodies(), *backend_bodies()]
+
+
+def all_cases() -> list[SpecCase]:
+    """Every request es_rag can send, across the configuration variants, as spec cases (unique names)."""
+    cases = [b.case for b in all_bodies()]
+    names = [c.name for c in cases]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise AssertionError(f"duplicate case names: {dupes}")
+    return cases
+
+
+def find_case(name: str, cases: Sequence[SpecCase] | None = None) -> SpecCase:
+    """The case called ``name``."""
+    for c in cases if cases is not None else all_cases():
+        if c.name == name:
+            return c
+    raise KeyError(name)

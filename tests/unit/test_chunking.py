@@ -1,0 +1,152 @@
+"""Chunking: exact offsets, token limits, stable and unique ids, structure kept."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from es_rag.chunking import StructureChunker, parse_markdown, stable_chunk_id
+from es_rag.errors import ConfigError, InputError
+
+DOC = """# Policy
+
+Intro paragraph about the policy.
+
+## Remote wipe
+
+Remote wipe is available on all plans.
+
+| Plan | Wipe |
+|------|------|
+| Free | yes |
+| Pro | yes |
+
+## Exceptions
+
+### Trial
+
+Devices enrolled during the trial period cannot be wiped.
+
+```python
+client.wipe(device_id)
+```
+"""
+
+BOILERPLATE = "If the problem continues, contact support with your workspace id."
+
+
+def chunker(tok, max_tokens=40, overlap=8):  # type: ignore[no-untyped-def]
+    return StructureChunker(tok, max_tokens=max_tokens, overlap=overlap)
+
+
+def do_chunk(ch, text, fmt="markdown"):  # type: ignore[no-untyped-def]
+    return ch.chunk(text, source_id="doc-1", source_version="v1", tenant_id="acme", acl=["public"], fmt=fmt)
+
+
+def test_sections_and_heading_paths(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    paths = [s.heading_path for s in parse_markdown(DOC)]
+    # "# Exceptions" has no body of its own: only its subsection is a section.
+    assert paths == [("Policy",), ("Policy", "Remote wipe"), ("Policy", "Exceptions", "Trial")]
+    chunks = do_chunk(chunker(minilm_tokenizer, 200), DOC)
+    children = [c for c in chunks if c.kind == "child"]
+    parents = {c.chunk_id: c for c in chunks if c.kind == "parent"}
+    assert {c.parent_id for c in children} == set(parents)
+    for c in children:
+        p = parents[c.parent_id]
+        assert p.start_offset <= c.start_offset < c.end_offset <= p.end_offset
+        assert c.heading_path == p.heading_path
+
+
+def test_offsets_reproduce_text_exactly(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    for c in do_chunk(chunker(minilm_tokenizer), DOC):
+        assert DOC[c.start_offset : c.end_offset] == c.text
+
+
+def test_table_and_code_are_not_split_when_they_fit(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    children = [c for c in do_chunk(chunker(minilm_tokenizer, 60), DOC) if c.kind == "child"]
+    table = [c for c in children if "| Plan | Wipe |" in c.text]
+    assert len(table) == 1 and "| Pro | yes |" in table[0].text
+    code = [c for c in children if "```python" in c.text]
+    assert len(code) == 1 and code[0].text.rstrip().endswith("```")
+
+
+def test_no_child_over_the_token_limit(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    long_para = "# T\n\n" + " ".join(f"word{i}" for i in range(400)) + "\n"
+    ch = chunker(minilm_tokenizer, 32, 8)
+    children = [c for c in do_chunk(ch, long_para) if c.kind == "child"]
+    assert len(children) > 3
+    assert all(minilm_tokenizer.count(c.text) <= 32 for c in children)
+    assert all(long_para[c.start_offset : c.end_offset] == c.text for c in children)
+
+
+def test_japanese_splits_on_sentence_boundaries(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    text = "# 概要\n\n" + "".join(f"これは{i}番目の文です。" for i in range(60)) + "\n"
+    children = [c for c in do_chunk(chunker(minilm_tokenizer, 40, 5), text) if c.kind == "child"]
+    assert len(children) > 2
+    for c in children[1:]:
+        assert c.text.endswith("。"), c.text[-10:]
+
+
+def test_ids_are_stable_and_unique_for_identical_boilerplate(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    text = f"# A\n\n{BOILERPLATE}\n\n# B\n\n{BOILERPLATE}\n"
+    ch = chunker(minilm_tokenizer)
+    first = do_chunk(ch, text)
+    again = do_chunk(ch, text)
+    assert [c.chunk_id for c in first] == [c.chunk_id for c in again]
+    ids = [c.chunk_id for c in first]
+    assert len(set(ids)) == len(ids)
+    assert stable_chunk_id("s", "v1", "c", "child", 0, 5) != stable_chunk_id("s", "v2", "c", "child", 0, 5)
+
+
+def test_plain_text(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    text = "First paragraph.\n\nSecond paragraph here.\n"
+    chunks = do_chunk(chunker(minilm_tokenizer), text, fmt="plain")
+    assert [c.heading_path for c in chunks] == [(), ()]
+    assert all(text[c.start_offset : c.end_offset] == c.text for c in chunks)
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [({"tenant_id": ""}, "tenant_id"), ({"source_id": ""}, "source_id")])
+def test_bad_input_names_the_field(minilm_tokenizer, kwargs, field) -> None:  # type: ignore[no-untyped-def]
+    args = {"source_id": "d", "source_version": "1", "tenant_id": "t", "acl": [], **kwargs}
+    with pytest.raises(InputError, match=field):
+        chunker(minilm_tokenizer).chunk("# x\n\ntext\n", **args)
+
+
+def test_empty_source_is_an_error(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError, match="text"):
+        do_chunk(chunker(minilm_tokenizer), "   \n")
+
+
+def test_limit_above_model_input_is_refused(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="input limit"):
+        StructureChunker(minilm_tokenizer, max_tokens=10_000)
+
+
+markdownish = st.lists(
+    st.one_of(
+        st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=120),
+        st.sampled_from(
+            ["# H1", "## H2", "### 見出し", "- item", "| a | b |", "|---|---|", "```", "", "。", "文です。"]
+        ),
+    ),
+    min_size=1,
+    max_size=30,
+).map("\n".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(markdownish)
+def test_property_offsets_and_limits(minilm_tokenizer, text) -> None:  # type: ignore[no-untyped-def]
+    ch = chunker(minilm_tokenizer, 24, 6)
+    try:
+        chunks = do_chunk(ch, text)
+    except InputError:
+        assert not text.strip()
+        return
+    ids = [c.chunk_id for c in chunks]
+    assert len(set(ids)) == len(ids)
+    for c in chunks:
+        assert text[c.start_offset : c.end_offset] == c.text
+        if c.kind == "child":
+            assert minilm_tokenizer.count(c.text) <= 24
