@@ -59,7 +59,7 @@ def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
     Args:
         settings: Gives the reranker model.
     """
-    return CrossEncoderReranker(settings.reranker_model) if settings.reranker_model else None
+    return CrossEncoderReranker.from_settings(settings) if settings.reranker_model else None
 
 
 def build_backend(settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None) -> Any:

@@ -18,7 +18,7 @@ from es_rag.config import Settings
 from es_rag.errors import EsRagError
 from es_rag.requests import EsRequest
 
-ASSET_VERSION = 1
+ASSET_VERSION = 3
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 
@@ -104,14 +104,40 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         ),
         EsRequest("PUT", f"_index_template/{p}-chunks", render_asset("index_templates", "index-chunks", settings)),
         EsRequest("PUT", f"_index_template/{p}-parents", render_asset("index_templates", "index-parents", settings)),
+        # version registry (es_rag.versioning): one document per tenant, read by every retriever's terms lookup
+        EsRequest("PUT", f"_index_template/{p}-versions", render_asset("index_templates", "index-versions", settings)),
     ]
     return reqs
 
 
 def index_creation_requests(settings: Settings) -> list[EsRequest]:
-    """Create the chunk and parent indices (bodies empty: the index templates supply everything).
+    """Create the chunk, parent and version-registry indices (bodies empty: the index templates supply
+    everything).
 
     Args:
         settings: Gives the index names.
     """
-    return [EsRequest("PUT", settings.chunk_index, {}), EsRequest("PUT", settings.parent_index, {})]
+    return [
+        EsRequest("PUT", settings.chunk_index, {}),
+        EsRequest("PUT", settings.parent_index, {}),
+        EsRequest("PUT", f"{settings.index_prefix}-versions", {}),
+    ]
+
+
+def search_template_source() -> str:
+    """The mustache source of the stored hybrid search template (``search_templates/hybrid.mustache``)."""
+    path = asset_root() / "search_templates" / "hybrid.mustache"
+    if not path.is_file():
+        raise EsRagError(f"search template asset missing: {path}: broken installation")
+    return path.read_text(encoding="utf-8")
+
+
+def search_template_requests(settings: Settings) -> list[EsRequest]:
+    """``PUT _scripts/<prefix>-hybrid``: the stored mustache template apps and Kibana call through
+    ``_search/template`` (native ``rrf``; needs an Enterprise/trial licence like the rrf retriever).
+
+    Args:
+        settings: Gives the prefix (template id).
+    """
+    body = {"script": {"lang": "mustache", "source": search_template_source()}}
+    return [EsRequest("PUT", f"_scripts/{settings.index_prefix}-hybrid", body)]

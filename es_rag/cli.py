@@ -103,6 +103,25 @@ def _add_owner_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_chunking_args(p: argparse.ArgumentParser) -> None:
+    from es_rag.chunking import Strategy
+
+    p.add_argument(
+        "--strategy",
+        choices=[s.value for s in Strategy],
+        default=Strategy.PARENT_CHILD.value,
+        help="chunking strategy (%(default)s)",
+    )
+    p.add_argument(
+        "--contextual",
+        action="store_true",
+        help="embed 'title + heading path' with each child (stored in contextual_text; text stays the span)",
+    )
+    p.add_argument(
+        "--parent-max-tokens", type=int, default=None, help="cap on parent size in tokens (parent-child strategy)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``es-rag`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -119,10 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", default=None, help="keep the demo index here instead of a temporary folder")
     _add_settings_args(p)
 
-    p = sub.add_parser("ingest", help="chunk, embed and index Markdown / text files")
+    p = sub.add_parser("ingest", help="chunk, embed and index Markdown / HTML / text / JSONL files")
     p.add_argument("paths", nargs="+", metavar="PATH")
     _add_target_args(p)
     _add_owner_args(p)
+    _add_chunking_args(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_settings_args(p)
 
@@ -172,7 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tokens", type=int, default=None, help="child size in model tokens (default --chunk-max-tokens)"
     )
     p.add_argument("--overlap", type=int, default=None, help="overlap in tokens (default --chunk-overlap)")
+    _add_chunking_args(p)
     p.add_argument("--json", action="store_true", help="JSON array (default: one summary line per chunk)")
+    _add_settings_args(p)
+
+    p = sub.add_parser("delete-source", help="delete every chunk, parent and registry entry of a source")
+    p.add_argument("source_id", metavar="ID")
+    _add_target_args(p)
+    p.add_argument("--tenant", required=True, help="tenant owning the source")
+    p.add_argument("--json", action="store_true")
     _add_settings_args(p)
 
     p = sub.add_parser("eval", help="per-stage retrieval metrics on a BEIR-layout dataset")
@@ -181,8 +209,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", default=None, help="persist the embedded index / embedding cache here")
     p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries")
     p.add_argument("--json", action="store_true")
+    _add_bm25_args(p)
+    p.add_argument("--depth", type=int, default=200, help="candidates per channel = RRF window in eval (%(default)s)")
+    p.add_argument("--records", metavar="FILE", default=None, help="write one run record per query (JSON Lines)")
+    p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
+    p.add_argument("--ablate", action="store_true", help="also run the one-change-at-a-time ablations")
+    _add_settings_args(p)
+
+    p = sub.add_parser("train-reranker", help="fine-tune a cross-encoder with hard negatives mined by es_rag")
+    p.add_argument("--dataset", required=True, metavar="DIR")
+    p.add_argument("--split", default="train", help="training split (test is refused) (%(default)s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the trained model is saved")
+    p.add_argument("--base", default=None, metavar="MODEL_OR_PATH", help="start checkpoint (default: embedding model)")
+    p.add_argument("--index-dir", default=None, metavar="DIR", help="embedding cache root")
+    p.add_argument("--max-queries", type=int, default=None, help="train on the first N queries only")
+    p.add_argument("--max-steps", type=int, default=300, help="optimizer steps (%(default)s)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
+    p.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
+    p.add_argument("--learning-rate", type=float, default=3e-5)
+    _add_bm25_args(p)
     _add_settings_args(p)
     return parser
+
+
+def _add_bm25_args(p: argparse.ArgumentParser) -> None:
+    d = Settings()
+    p.add_argument(
+        "--bm25-fields",
+        default=",".join(d.bm25_fields),
+        help="multi_match fields with boosts, comma separated (%(default)s)",
+    )
+    p.add_argument(
+        "--tie-breaker", type=float, default=d.bm25_tie_breaker, help="best_fields tie_breaker (%(default)s)"
+    )
+
+
+def _bm25_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "bm25_fields": tuple(f.strip() for f in str(args.bm25_fields).split(",") if f.strip()),
+        "bm25_tie_breaker": args.tie_breaker,
+    }
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
@@ -241,7 +308,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.app import build_backend, build_chunker, build_embedder
+    from es_rag.app import build_backend, build_embedder
     from es_rag.ingest import IngestReport, ingest_documents, load_files
 
     settings = settings_from_args(args)
@@ -251,9 +318,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
     backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
     use_embedder = None if (args.es and settings.inference_id) else embedder
+    from es_rag.chunking import make_chunker
+
+    chunker = make_chunker(
+        embedder.tokenizer(),
+        strategy=args.strategy,
+        max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens),
+        overlap=settings.chunk_overlap,
+        contextual=args.contextual,
+        parent_max_tokens=args.parent_max_tokens,
+    )
     ingest_documents(
         docs,
-        chunker=build_chunker(settings, embedder),
+        chunker=chunker,
         embedder=use_embedder,
         backend=backend,
         report=report,
@@ -321,9 +398,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from es_rag.filters import SearchFilter
     from es_rag.queries import search_requests
     from es_rag.requests import render
+    from es_rag.versioning import VersionGate, registry_index
 
     settings = settings_from_args(args)
+    # exactly what ElasticsearchBackend.retrieve sends: the caller's filter plus the active-version gate
     flt = SearchFilter(args.tenant, tuple(args.acl))
+    flt = flt.with_versions(VersionGate(flt.tenant_id, index=registry_index(settings)))
     if args.no_vector:
         # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.
         vector: Any = [1.0] + [0.0] * (settings.vector_dims - 1)
@@ -462,16 +542,19 @@ def cmd_chunk(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.chunking import StructureChunker
+    from es_rag.chunking import make_chunker
     from es_rag.embedding import tokenizer_for
     from es_rag.ingest import IngestReport, chunk_documents, load_files
 
     settings = settings_from_args(args)
     tok = tokenizer_for(settings.embedding_model)
-    chunker = StructureChunker(
+    chunker = make_chunker(
         tok,
+        strategy=args.strategy,
         max_tokens=args.max_tokens or settings.chunk_max_tokens,
         overlap=settings.chunk_overlap if args.overlap is None else args.overlap,
+        contextual=args.contextual,
+        parent_max_tokens=args.parent_max_tokens,
     )
     report = IngestReport()
     docs = load_files(args.paths, tenant_id=args.tenant, acl=args.acl, report=report)
@@ -491,7 +574,39 @@ def cmd_chunk(args: argparse.Namespace) -> int:
             )
     for f in report.failed:
         print(f"FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+    for w in report.warnings:
+        print(f"WARNING {w['document']}: field '{w['field']}': {w['reason']}", file=sys.stderr)
     return 1 if report.failed else 0
+
+
+def cmd_delete_source(args: argparse.Namespace) -> int:
+    """``es-rag delete-source``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.app import build_backend
+    from es_rag.backends.embedded import EmbeddedBackend
+    from es_rag.ingest import delete_source
+
+    settings = settings_from_args(args)
+    index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
+    if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
+        raise EsRagError(f"no embedded index in {index_dir}")
+    # the embedded store is opened with whatever vector size it holds: deleting needs no model
+    backend = build_backend(settings, es_url=args.es) if args.es else EmbeddedBackend(index_dir)
+    result = delete_source(backend, args.tenant, args.source_id)
+    if hasattr(backend, "save"):
+        backend.save()
+    remaining = result["remaining"]
+    if args.json:
+        print(json.dumps({"source_id": args.source_id, "tenant_id": args.tenant, **result}, indent=2))
+    else:
+        print(
+            f"deleted {result['deleted']} documents of {args.source_id} (tenant {args.tenant}); "
+            f"remaining: {remaining['chunks']} chunks, {remaining['parents']} parents"
+        )
+    return 0 if not any(remaining.values()) else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -560,18 +675,65 @@ def cmd_eval(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.evaluation import evaluate, format_report
+    from es_rag.evaluation import ablate, evaluate, format_ablation, format_report
 
-    settings = settings_from_args(args)
-    result = evaluate(
+    settings = settings_from_args(args, **_bm25_overrides(args))
+    common: dict[str, Any] = dict(
+        split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
+    )
+    ablation = None
+    if args.ablate:
+        ablation = ablate(args.dataset, progress=_progress(), **common)
+        result = ablation["results"]["base"]
+    else:
+        result = evaluate(args.dataset, progress=_progress(), records_path=args.records, **common)
+    if args.report:
+        from es_rag.reporting import write_report
+
+        result["report"] = str(write_report(result, args.report, ablation=ablation))
+    if args.json:
+        out = dict(result)
+        if ablation is not None:
+            out["ablation"] = ablation["table"]
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+    else:
+        print(format_report(result))
+        if ablation is not None:
+            print("\nablations (one change each; delta vs base):")
+            print(format_ablation(ablation["table"]))
+    return 0
+
+
+def cmd_train_reranker(args: argparse.Namespace) -> int:
+    """``es-rag train-reranker``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.training import TrainingConfig, train_reranker
+
+    settings = settings_from_args(args, **_bm25_overrides(args))
+    config = TrainingConfig(
+        base_model=args.base or settings.embedding_model,
+        negatives_per_query=args.negatives,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        max_length=args.max_length,
+    )
+    report = train_reranker(
         args.dataset,
+        args.out,
         split=args.split,
         settings=settings,
+        config=config,
         cache_dir=args.index_dir,
         max_queries=args.max_queries,
-        progress=_progress(),
+        log=lambda line: print(line, file=sys.stderr, flush=True),
     )
-    print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else format_report(result))
+    summary = report.to_dict()
+    summary.pop("losses")
+    print(json.dumps(summary, ensure_ascii=False, indent=2))
     return 0
 
 
@@ -583,7 +745,9 @@ COMMANDS = {
     "setup": cmd_setup,
     "doctor": cmd_doctor,
     "chunk": cmd_chunk,
+    "delete-source": cmd_delete_source,
     "eval": cmd_eval,
+    "train-reranker": cmd_train_reranker,
 }
 
 

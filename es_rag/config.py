@@ -78,6 +78,9 @@ class Settings:
         vector_dims: Dimension of the embedding vectors.
         similarity: dense_vector similarity.
         analyzer: Analyzer of text fields.
+        bm25_fields: Fields (``name^boost``) of the BM25 ``multi_match``; the embedded backend mirrors them.
+        bm25_tie_breaker: ``multi_match`` ``best_fields`` tie_breaker: the best field's score plus this
+            times every other matching field's score (0 = best field only).
         inference_id: Inference endpoint id; when set, ingest computes vectors in Elasticsearch.
         reranker_model: Cross-encoder model name or local path; ``None`` disables reranking.
         candidate_k: Candidates per retrieval channel; also the RRF ``rank_window_size``.
@@ -86,9 +89,46 @@ class Settings:
         context_k: Most chunks handed to the LLM context.
         rank_constant: RRF rank constant (k in 1/(k+rank)).
         fusion: ``auto`` (probe the cluster), ``native`` (rrf retriever) or ``client`` (_msearch + RRF).
-        channel_weights: Optional RRF weight per channel name (``bm25``, ``dense``).
+        channel_weights: Optional weight per channel name (``bm25``, ``dense``, ``exact``) in RRF or linear fusion.
+        fusion_method: ``rrf`` (rank fusion) or ``linear`` (weighted sum of normalised scores).
+        score_normalizer: Per-channel normaliser of ``linear`` fusion: ``minmax``, ``l2_norm``, ``none``
+            (Elasticsearch's ``linear`` retriever) or ``zscore`` (client-side only).
+        exact_channel: ``auto`` (run the exact-match channel when the query holds identifier-like tokens)
+            or ``off``.
         mmr_lambda: MMR trade-off, 1.0 = pure relevance.
         max_chunks_per_source: Per-source cap applied during selection.
+        max_chunks_per_parent: Per-parent-section cap applied during selection (None = no cap).
+        dedup_adjacent_overlap: Dedup drops a chunk overlapping a kept chunk of the same source and
+            version by at least this share of the shorter span (None disables the rule).
+        dedup_near_threshold: Dedup drops a chunk whose word 3-shingle Jaccard with a kept chunk is at
+            least this (never across two versions of one source); None (default) disables it.
+        rerank_batch_size: (query, passage) windows per cross-encoder forward pass.
+        rerank_max_length: Token limit of one pair; None = the model's own.
+        rerank_long_text: ``windows`` (score windows of a long passage and aggregate) or ``truncate``.
+        rerank_aggregation: Window aggregation: ``max`` or ``mean_top_m``.
+        rerank_top_m: ``m`` of ``mean_top_m``.
+        rerank_calibration: ``sigmoid`` (sigmoid((raw - bias) / temperature)) or ``none``.
+        rerank_temperature: Calibration temperature; None = the model directory's calibration file or 1.0.
+        rerank_bias: Calibration bias; None = the model directory's calibration file or 0.0.
+        rerank_threshold: Calibrated relevance threshold of the no-answer gate, per model; None = the
+            model directory's calibration file, else no absolute threshold (never a universal 0.5).
+        rerank_timeout: Seconds before a rerank call is abandoned for the fused order; None = no limit.
+        rerank_backend: Cross-encoder backend: ``torch``, ``int8`` (dynamic quantisation) or ``onnx``.
+        rerank_cache_size: Reranked results kept in memory (0 disables the cache).
+        gate_cliff: Cut the reranked list after the first drop of at least this between neighbours,
+            on the gate scale (calibrated relevance, or raw scores with calibration ``none``); None disables it.
+        gate_margin: When top-1 beats top-2 by at least this (gate scale), keep top-1 alone; None disables it.
+        source_tiers: Business rule: ``source_id`` glob -> boost (authority / source tier).
+        freshness_weight: Business rule: boost of a source dated today (``source_version`` as ISO date),
+            halved every ``freshness_half_life_days``; 0 disables it.
+        freshness_half_life_days: Half-life of the freshness boost.
+        latest_version_boost: Business rule: boost of the newest version among candidates of one source.
+        expansion: After selection: ``none``, ``parent`` (replace children by their parent section) or
+            ``neighbors`` (extend a child with adjacent children of its section).
+        expand_neighbors: Children fetched before and after each selected child (``neighbors``).
+        expand_max_parent_tokens: A parent longer than this is not swapped in (the child stays).
+        pack_tokenizer: Tokenizer (model name or directory) of the target LLM counting the context
+            budget; None = the embedding model's.
         token_budget: Model-token budget of the packed context.
         chunk_max_tokens: Child chunk size in embedding-model tokens.
         chunk_overlap: Overlap between consecutive child chunks of one section, in tokens.
@@ -100,6 +140,8 @@ class Settings:
     vector_dims: int = 384
     similarity: Similarity = Similarity.COSINE
     analyzer: Analyzer = Analyzer.STANDARD
+    bm25_fields: tuple[str, ...] = ("title^2", "heading_path^1.5", "text")
+    bm25_tie_breaker: float = 0.0
     inference_id: str | None = None
     reranker_model: str | None = DEFAULT_RERANKER_MODEL
     candidate_k: int = 50
@@ -109,8 +151,36 @@ class Settings:
     rank_constant: int = 60
     fusion: FusionMode = FusionMode.AUTO
     channel_weights: dict[str, float] = field(default_factory=dict)
+    fusion_method: str = "rrf"
+    score_normalizer: str = "minmax"
+    exact_channel: str = "auto"
     mmr_lambda: float = 0.7
     max_chunks_per_source: int = 2
+    max_chunks_per_parent: int | None = None
+    dedup_adjacent_overlap: float | None = 0.8
+    dedup_near_threshold: float | None = None
+    rerank_batch_size: int = 32
+    rerank_max_length: int | None = None
+    rerank_long_text: str = "windows"
+    rerank_aggregation: str = "max"
+    rerank_top_m: int = 2
+    rerank_calibration: str = "sigmoid"
+    rerank_temperature: float | None = None
+    rerank_bias: float | None = None
+    rerank_threshold: float | None = None
+    rerank_timeout: float | None = None
+    rerank_backend: str = "torch"
+    rerank_cache_size: int = 256
+    gate_cliff: float | None = 0.3
+    gate_margin: float | None = None
+    source_tiers: dict[str, float] = field(default_factory=dict)
+    freshness_weight: float = 0.0
+    freshness_half_life_days: float = 365.0
+    latest_version_boost: float = 0.0
+    expansion: str = "none"
+    expand_neighbors: int = 1
+    expand_max_parent_tokens: int = 800
+    pack_tokenizer: str | None = None
     token_budget: int = 1500
     chunk_max_tokens: int = 200
     chunk_overlap: int = 30
@@ -164,8 +234,74 @@ class Settings:
                 raise ConfigError(f"channel_weights: unknown channel {channel!r}; valid: bm25, dense, exact")
             if not weight > 0:
                 raise ConfigError(f"channel_weights[{channel}]: must be > 0, got {weight}")
+        object.__setattr__(self, "bm25_fields", tuple(self.bm25_fields))
+        if not self.bm25_fields:
+            raise ConfigError("bm25_fields: at least one field is needed")
+        for spec in self.bm25_fields:
+            name, sep, boost = str(spec).partition("^")
+            if not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) or (sep and not re.fullmatch(r"\d+(\.\d+)?", boost)):
+                raise ConfigError(f"bm25_fields: {spec!r} is not 'field' or 'field^boost' (e.g. title^2)")
+        if not 0.0 <= self.bm25_tie_breaker <= 1.0:
+            raise ConfigError(f"bm25_tie_breaker: must be within [0, 1], got {self.bm25_tie_breaker}")
+        if self.fusion_method not in ("rrf", "linear"):
+            raise ConfigError(f"fusion_method: invalid value {self.fusion_method!r}; valid values: rrf, linear")
+        if self.score_normalizer not in ("minmax", "l2_norm", "none", "zscore"):
+            raise ConfigError(
+                f"score_normalizer: invalid value {self.score_normalizer!r}; "
+                "valid values: minmax, l2_norm, none, zscore"
+            )
+        if self.exact_channel not in ("auto", "off"):
+            raise ConfigError(f"exact_channel: invalid value {self.exact_channel!r}; valid values: auto, off")
+        self._validate_post_retrieval()
         if self.request_timeout <= 0:
             raise ConfigError(f"request_timeout: must be > 0, got {self.request_timeout}")
+
+    def _validate_post_retrieval(self) -> None:
+        """Checks of the dedup / rerank / gate / business / expansion / packing knobs."""
+        choices = {
+            "rerank_long_text": ("windows", "truncate"),
+            "rerank_aggregation": ("max", "mean_top_m"),
+            "rerank_calibration": ("sigmoid", "none"),
+            "rerank_backend": ("torch", "int8", "onnx"),
+            "expansion": ("none", "parent", "neighbors"),
+        }
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"{name}: invalid value {getattr(self, name)!r}; valid values: {', '.join(valid)}")
+        for name in ("rerank_batch_size", "rerank_top_m", "expand_max_parent_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name}: must be a positive integer, got {value!r}")
+        for name in ("max_chunks_per_parent", "rerank_max_length"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{name}: must be a positive integer or None, got {value!r}")
+        if not isinstance(self.expand_neighbors, int) or self.expand_neighbors < 0:
+            raise ConfigError(f"expand_neighbors: must be an integer >= 0, got {self.expand_neighbors!r}")
+        if not isinstance(self.rerank_cache_size, int) or self.rerank_cache_size < 0:
+            raise ConfigError(f"rerank_cache_size: must be an integer >= 0, got {self.rerank_cache_size!r}")
+        for name in ("dedup_adjacent_overlap", "dedup_near_threshold"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise ConfigError(f"{name}: must be within (0, 1] or None, got {value}")
+        for name in ("rerank_temperature", "rerank_timeout", "freshness_half_life_days"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name}: must be > 0, got {value}")
+        for name in ("gate_cliff", "gate_margin"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name}: must be > 0 or None, got {value}")
+        if self.rerank_threshold is not None and self.rerank_calibration == "none":
+            raise ConfigError(
+                "rerank_threshold: needs rerank_calibration='sigmoid' (a threshold on raw scores is not calibrated)"
+            )
+        for name in ("freshness_weight", "latest_version_boost"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
+        for pattern, boost in self.source_tiers.items():
+            if not pattern or boost <= -1.0:
+                raise ConfigError(f"source_tiers[{pattern!r}]: needs a pattern and a boost > -1, got {boost}")
 
     # Names derived from the prefix: one place, so templates, pipelines and queries agree.
     @property

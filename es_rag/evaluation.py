@@ -1,10 +1,21 @@
-"""Stage-wise retrieval evaluation on BEIR-layout datasets.
+"""Stage-wise retrieval evaluation on BEIR-layout datasets, with run records and ablations.
 
 Layout: ``corpus*.jsonl`` (read in name order; ``{"_id", "title", "text"}``), ``queries.jsonl``
 (``{"_id", "text"}``), ``qrels/<split>.tsv`` (``query-id corpus-id score``, graded, header optional).
 Each corpus document is one retrieval unit (BEIR protocol); its vector embeds ``title + " " + text``.
-Metrics come from ``ir_measures``: nDCG@10, Recall@10, Recall@100, MRR@10 (RR@10) for the BM25,
-dense, hybrid (client RRF) and rerank stages, plus per-stage latency percentiles.
+
+Every query runs through the real :class:`~es_rag.pipeline.RagPipeline` (retrieve -> fusion -> dedup ->
+rerank -> select -> pack) with ``candidate_k = depth`` so Recall@200 is measurable; the stages are scored
+from its trace with ``ir_measures``:
+
+- ``bm25``, ``dense``: each channel's list; ``union``: recall of the union of both channels' top N;
+- ``hybrid``: the fused (RRF) list; ``rerank``: the cross-encoder order of the top ``rerank_k`` followed by
+  the fused tail (None when no reranker could be loaded, with the reason in ``paths.rerank``);
+- ``selection``: context recall (share of the judged documents that reach the packed context), duplicate
+  rate and context tokens; ``chunking``: gold-span coverage when the dataset gives spans;
+- latency per stage (p50/p95, ms) from the trace.
+
+:func:`ablate` evaluates variants that change one setting at a time on the same corpus and queries.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +33,15 @@ from tqdm import tqdm
 from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.cache import EmbeddingCache, default_cache_dir
 from es_rag.config import Settings
-from es_rag.errors import InputError, ModelLoadError
+from es_rag.errors import InputError
 from es_rag.filters import SearchFilter
-from es_rag.fusion import reciprocal_rank_fusion
 from es_rag.models import Chunk, Hit
 
 EVAL_TENANT = "eval"
-DEPTH = 100
+DEPTH = 200
+RECALL_DEPTHS = (10, 50, 100, 200)
+CHUNKER_VERSION = "whole-doc"
+SOURCE_VERSION = "1"
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -89,20 +103,155 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": round(float(np.percentile(arr, 50)), 3), "p95": round(float(np.percentile(arr, 95)), 3)}
 
 
-def _metrics(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, float]:
-    import ir_measures
+def _measures(depths: Sequence[int]) -> dict[str, Any]:
     from ir_measures import RR, R, nDCG
 
-    measures = [nDCG @ 10, R @ 10, R @ 100, RR @ 10]
-    agg = ir_measures.calc_aggregate(measures, qrels, run)
-    names = {str(nDCG @ 10): "ndcg@10", str(R @ 10): "recall@10", str(R @ 100): "recall@100", str(RR @ 10): "mrr@10"}
-    return {names[str(m)]: round(float(agg[m]), 4) for m in measures}
+    out: dict[str, Any] = {"ndcg@10": nDCG @ 10, "mrr@10": RR @ 10}
+    for n in depths:
+        out[f"recall@{n}"] = R @ n
+    return out
 
 
-def _run_from(hits: Sequence[Hit]) -> dict[str, float]:
-    # Rank-derived scores: ir_measures sorts by score, so strictly decreasing values keep our order.
-    n = len(hits)
-    return {h.source_id: float(n - i) for i, h in enumerate(hits)}
+def metrics(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], depths: Sequence[int] = RECALL_DEPTHS
+) -> dict[str, float]:
+    """nDCG@10, MRR@10 (RR@10) and Recall@N of ``run``, averaged over every judged query (ir_measures).
+
+    Queries without any retrieved document count as 0 (they are added to the run as empty).
+
+    Args:
+        qrels: Query id -> doc id -> grade.
+        run: Query id -> doc id -> score (higher = better).
+        depths: Recall cut-offs.
+    """
+    import ir_measures
+
+    named = _measures(depths)
+    per_query: dict[str, dict[str, float]] = {name: {} for name in named}
+    inverse = {str(m): name for name, m in named.items()}
+    for row in ir_measures.iter_calc(list(named.values()), qrels, run):
+        per_query[inverse[str(row.measure)]][row.query_id] = float(row.value)
+    n = len([q for q in qrels if any(g > 0 for g in qrels[q].values())]) or 1
+    return {name: round(sum(vals.values()) / n, 4) for name, vals in per_query.items()}
+
+
+def _recall_full(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], cutoff: int) -> float:
+    import ir_measures
+    from ir_measures import R
+
+    n = len([q for q in qrels if any(g > 0 for g in qrels[q].values())]) or 1
+    return round(sum(float(r.value) for r in ir_measures.iter_calc([R @ cutoff], qrels, run)) / n, 4)
+
+
+def run_from_ids(ids: Sequence[str]) -> dict[str, float]:
+    """Rank-derived scores (first occurrence of an id wins), so ir_measures keeps this order.
+
+    Args:
+        ids: Document ids, best first (duplicates allowed; later ones are ignored).
+    """
+    out: dict[str, float] = {}
+    for i, d in enumerate(ids):
+        if d not in out:
+            out[d] = float(len(ids) - i)
+    return out
+
+
+@dataclass
+class EvalIndex:
+    """An embedded index of a BEIR corpus (one chunk per document) and the embedder that built it."""
+
+    backend: EmbeddedBackend
+    embedder: Any
+    ids: list[str]
+    paths: dict[str, str]
+    embed_seconds: float
+
+    def hits(self) -> list[Hit]:
+        """Every document as a hit (for passage texts)."""
+        return [self.backend._hit(i) for i in range(len(self.backend._ids))] if self._refresh() else []
+
+    def _refresh(self) -> bool:
+        self.backend._refresh()
+        return True
+
+
+def build_index(
+    corpus: dict[str, dict[str, str]],
+    settings: Settings,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    embedder: Any = None,
+) -> EvalIndex:
+    """Embed (through the on-disk cache) and index ``corpus`` in an in-memory embedded backend.
+
+    The backend uses the analyzer, BM25 fields and tie_breaker of ``settings``.
+
+    Args:
+        corpus: Doc id -> ``{"title", "text"}``.
+        settings: Embedding model and BM25 configuration.
+        cache_dir: Embedding cache root (default: ``~/.cache/es_rag/embeddings``).
+        progress: Show the encoding progress bar.
+        embedder: A ready embedder (default: the settings' sentence-transformers model).
+    """
+    if embedder is None:
+        from es_rag.embedding import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder(settings.embedding_model, batch_size=64, show_progress=progress)
+        embedder.warm_up()
+    cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)
+    ids = list(corpus)
+    texts = [(corpus[d]["title"] + " " + corpus[d]["text"]).strip() for d in ids]
+    t0 = time.perf_counter()
+    matrix, encoded = cache.embed(texts, embedder.embed_documents)
+    embed_s = time.perf_counter() - t0
+    backend = EmbeddedBackend(
+        None,
+        dims=int(matrix.shape[1]) if len(ids) else None,
+        analyzer=settings.analyzer,
+        bm25_fields=settings.bm25_fields,
+        tie_breaker=settings.bm25_tie_breaker,
+    )
+    chunks = [
+        Chunk(
+            chunk_id=d,
+            source_id=d,
+            source_version=SOURCE_VERSION,
+            parent_id=None,
+            heading_path=(),
+            start_offset=0,
+            end_offset=len(corpus[d]["text"]),
+            chunker_version=CHUNKER_VERSION,
+            tenant_id=EVAL_TENANT,
+            acl=("public",),
+            title=corpus[d]["title"],
+            text=corpus[d]["text"] or corpus[d]["title"] or " ",
+            token_count=0,
+            vector=matrix[i],
+            embedding_version=embedder.version,
+        )
+        for i, d in enumerate(ids)
+    ]
+    report = backend.index(chunks)
+    paths = {
+        "backend": "embedded",
+        "embedding": embedder.version,
+        "embedding_cache": f"{encoded} encoded, {len(ids) - encoded} from cache ({cache.root})",
+        "bm25": (
+            f"multi_match best_fields {list(settings.bm25_fields)} tie_breaker={settings.bm25_tie_breaker} "
+            f"analyzer={settings.analyzer.value} (embedded mirror)"
+        ),
+    }
+    if report.failed:
+        paths["index_failures"] = f"{len(report.failed)} documents failed: {report.failed[:3]}"
+    return EvalIndex(backend=backend, embedder=embedder, ids=ids, paths=paths, embed_seconds=embed_s)
+
+
+def _stage(trace: Any, name: str) -> Any:
+    for st in trace.stages:
+        if st.name == name:
+            return st
+    return None
 
 
 def evaluate(
@@ -113,125 +262,246 @@ def evaluate(
     cache_dir: str | Path | None = None,
     max_queries: int | None = None,
     progress: bool = False,
+    depth: int = DEPTH,
+    records_path: str | Path | None = None,
+    index: EvalIndex | None = None,
 ) -> dict[str, Any]:
     """Run every stage over the split's queries and score each stage.
 
     Args:
         dataset: BEIR folder.
         split: Qrels split.
-        settings: Model names, rank constant, rerank_k.
+        settings: Model names, analyzer/BM25 fields, rank constant, rerank_k, context_k, token budget.
         cache_dir: Embedding cache root (default: ``~/.cache/es_rag``).
         max_queries: Evaluate only the first N queries (in qrels order).
         progress: Show progress bars.
+        depth: Candidates per channel (= ``candidate_k`` and RRF window of the evaluated pipeline).
+        records_path: When set, one JSON run record per query is written there (JSON Lines).
+        index: A prebuilt index of the same corpus (ablations reuse it when the BM25 setup is unchanged).
     """
-    from es_rag.embedding import SentenceTransformerEmbedder
-    from es_rag.rerank import CrossEncoderReranker
+    from es_rag.app import build_reranker
+    from es_rag.pipeline import RagPipeline
 
     settings = settings or Settings()
+    settings = settings.replace(
+        candidate_k=max(depth, settings.rerank_k), num_candidates=max(depth, settings.num_candidates, settings.rerank_k)
+    )
     corpus, queries, qrels = load_beir(dataset, split)
     if max_queries is not None:
         keep = list(queries)[:max_queries]
         queries = {q: queries[q] for q in keep}
         qrels = {q: qrels[q] for q in keep}
-    embedder = SentenceTransformerEmbedder(settings.embedding_model, batch_size=64, show_progress=progress)
-    embedder.warm_up()
-    cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)
-    ids = list(corpus)
-    texts = [(corpus[d]["title"] + " " + corpus[d]["text"]).strip() for d in ids]
-    t0 = time.perf_counter()
-    matrix, encoded = cache.embed(texts, embedder.embed_documents)
-    embed_s = time.perf_counter() - t0
-    backend = EmbeddedBackend(None, dims=matrix.shape[1])
-    chunks = [
-        Chunk(
-            chunk_id=d,
-            source_id=d,
-            source_version="1",
-            parent_id=None,
-            heading_path=(),
-            start_offset=0,
-            end_offset=len(corpus[d]["text"]),
-            chunker_version="whole-doc",
-            tenant_id=EVAL_TENANT,
-            acl=("public",),
-            title=corpus[d]["title"],
-            text=corpus[d]["text"] or corpus[d]["title"] or " ",
-            token_count=0,
-            vector=matrix[i],
-        )
-        for i, d in enumerate(ids)
-    ]
-    report = backend.index(chunks)
+    if index is None:
+        index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
+    embedder = index.embedder
+    reranker = build_reranker(settings)
+    pipeline = RagPipeline(
+        index.backend, embedder=embedder, settings=settings, tokenizer=embedder.tokenizer(), reranker=reranker
+    )
     flt = SearchFilter(EVAL_TENANT)
-    reranker = CrossEncoderReranker(settings.reranker_model) if settings.reranker_model else None
-    paths: dict[str, str] = {
-        "backend": "embedded",
-        "fusion": f"client-rrf (rank_constant={settings.rank_constant}, rank_window_size={DEPTH})",
-        "embedding": embedder.version,
-        "embedding_cache": f"{encoded} encoded, {len(ids) - encoded} from cache ({cache.root})",
+    versions = {
+        "source_version": SOURCE_VERSION,
+        "chunker_version": CHUNKER_VERSION,
+        "embedding_version": embedder.version,
+        "sparse_index_version": index.paths["bm25"],
+        "dense_index_version": f"{embedder.version} flat-{settings.similarity.value}",
+        "reranker": settings.reranker_model or "none",
     }
-    if report.failed:
-        paths["index_failures"] = f"{len(report.failed)} documents failed: {report.failed[:3]}"
-    rerank_error = None
-    if reranker is None:
-        rerank_error = "disabled"
-    else:
-        try:
-            reranker.warm_up()
-            paths["rerank"] = f"cross-encoder {reranker.name} over the top {settings.rerank_k} hybrid candidates"
-        except ModelLoadError as exc:
-            rerank_error = f"unavailable: {exc}"
-    if rerank_error:
-        paths["rerank"] = rerank_error
-    runs: dict[str, dict[str, dict[str, float]]] = {"bm25": {}, "dense": {}, "hybrid": {}, "rerank": {}}
-    lat: dict[str, list[float]] = {k: [] for k in ("embed_query", "bm25", "dense", "fusion", "rerank")}
-    for qid, qtext in tqdm(queries.items(), desc="eval", unit="q", disable=not progress):
-        t = time.perf_counter()
-        qvec = embedder.embed_query(qtext)
-        lat["embed_query"].append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        bm25 = backend.bm25(qtext, flt, DEPTH)
-        lat["bm25"].append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        dense = backend.knn(qvec, flt, DEPTH)
-        lat["dense"].append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        by_id = {h.chunk_id: h for h in [*dense, *bm25]}
-        fused = reciprocal_rank_fusion(
-            [[h.chunk_id for h in bm25], [h.chunk_id for h in dense]],
-            rank_constant=settings.rank_constant,
-            rank_window_size=DEPTH,
+    runs: dict[str, dict[str, dict[str, float]]] = {k: {} for k in ("bm25", "dense", "hybrid", "rerank", "context")}
+    channel_ids: dict[str, dict[str, list[str]]] = {"bm25": {}, "dense": {}}
+    lat: dict[str, list[float]] = {}
+    tokens: list[int] = []
+    dup_rates: list[float] = []
+    rerank_path = "disabled"
+    records = open(records_path, "w", encoding="utf-8") if records_path else None
+    try:
+        for qid, qtext in tqdm(queries.items(), desc="eval", unit="q", disable=not progress):
+            result = pipeline.search(qtext, flt)
+            trace = result.trace
+            for st in trace.stages:
+                lat.setdefault(st.name, []).append(st.ms)
+            retrieve = _stage(trace, "retrieve")
+            for ch, took in retrieve.info.get("took_ms", {}).items():
+                lat.setdefault(f"retrieve.{ch}", []).append(float(took))
+            channels = {ch: [c["id"] for c in rows] for ch, rows in retrieve.info["channels"].items()}
+            for ch in ("bm25", "dense"):
+                ids = channels.get(ch, [])
+                channel_ids[ch][qid] = ids
+                runs[ch][qid] = run_from_ids(ids)
+            fused = [f["id"] for f in _stage(trace, "fusion").info["fused"]]
+            runs["hybrid"][qid] = run_from_ids(fused)
+            rerank_path = trace.paths.get("rerank", rerank_path)
+            reranked = rerank_path.startswith("cross-encoder")
+            head = [h.chunk_id for h in result.candidates]
+            if reranked:
+                runs["rerank"][qid] = run_from_ids([*head, *fused])
+            packed = [c.chunk_id for c in result.context.citations]
+            runs["context"][qid] = run_from_ids(packed)
+            tokens.append(result.context.tokens)
+            sources = [c.source_id for c in result.context.citations]
+            dup_rates.append(1.0 - len(set(sources)) / len(sources) if sources else 0.0)
+            if records is not None:
+                record = {
+                    "query_id": qid,
+                    "versions": versions,
+                    "channels": {
+                        ch: [{"id": d, "rank": r} for r, d in enumerate(ids, 1)] for ch, ids in channels.items()
+                    },
+                    "fused": [{"id": d, "rank": r} for r, d in enumerate(fused, 1)],
+                    "reranker_scores": (
+                        [{"id": h.chunk_id, "score": h.semantic_score} for h in result.candidates] if reranked else None
+                    ),
+                    "selected": packed,
+                    "excluded": [
+                        {"stage": st.name, **d} for st in trace.stages for d in st.dropped if st.name != "rerank"
+                    ],
+                    "paths": dict(trace.paths),
+                    "relevant": sorted(d for d, g in qrels[qid].items() if g > 0),
+                }
+                records.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if records is not None:
+            records.close()
+    stages: dict[str, Any] = {}
+    for name in ("bm25", "dense"):
+        stages[name] = metrics(qrels, runs[name])
+    stages["union"] = {
+        f"recall@{n}": _recall_full(
+            qrels,
+            {q: run_from_ids([*channel_ids["bm25"][q][:n], *channel_ids["dense"][q][:n]]) for q in queries},
+            2 * n,
         )
-        hybrid = [by_id[f.id].replace(rrf_score=f.score) for f in fused]
-        lat["fusion"].append((time.perf_counter() - t) * 1000)
-        runs["bm25"][qid] = _run_from(bm25)
-        runs["dense"][qid] = _run_from(dense)
-        runs["hybrid"][qid] = _run_from(hybrid)
-        if reranker is not None and rerank_error is None:
-            t = time.perf_counter()
-            head = reranker.rerank(qtext, hybrid[: settings.rerank_k])
-            lat["rerank"].append((time.perf_counter() - t) * 1000)
-            runs["rerank"][qid] = _run_from([*head, *hybrid[settings.rerank_k :]])
-    stages: dict[str, Any] = {name: _metrics(qrels, run) for name, run in runs.items() if run}
-    if "rerank" not in stages:
-        stages["rerank"] = None
+        for n in RECALL_DEPTHS
+    }
+    stages["hybrid"] = metrics(qrels, runs["hybrid"])
+    stages["rerank"] = metrics(qrels, runs["rerank"]) if runs["rerank"] else None
+    stages["selection"] = {
+        "context_recall": _recall_full(qrels, runs["context"], max(1, settings.context_k)),
+        "duplicate_rate": round(float(np.mean(dup_rates)) if dup_rates else 0.0, 4),
+        "context_tokens": {"mean": round(float(np.mean(tokens)) if tokens else 0.0, 1), **_percentiles(tokens)},
+        "context_k": settings.context_k,
+        "token_budget": settings.token_budget,
+    }
+    stages["chunking"] = {
+        "unit": "whole document (BEIR protocol)",
+        "gold_span_coverage": None,
+        "note": "the dataset gives document-level qrels, no gold spans",
+    }
+    paths = dict(index.paths)
+    paths["fusion"] = f"client-rrf (rank_constant={settings.rank_constant}, rank_window_size={depth})"
+    paths["rerank"] = rerank_path if reranker is not None else "disabled"
     return {
         "dataset": str(dataset),
         "split": split,
         "queries": len(queries),
-        "documents": len(ids),
+        "documents": len(index.ids),
         "stages": stages,
         "paths": paths,
+        "versions": versions,
         "latency_ms": {k: _percentiles(v) for k, v in lat.items() if v},
-        "timing_s": {"embed_corpus": round(embed_s, 2)},
+        "timing_s": {"embed_corpus": round(index.embed_seconds, 2)},
         "settings": {
             "embedding_model": settings.embedding_model,
             "reranker_model": settings.reranker_model,
+            "analyzer": settings.analyzer.value,
+            "bm25_fields": list(settings.bm25_fields),
+            "bm25_tie_breaker": settings.bm25_tie_breaker,
             "rank_constant": settings.rank_constant,
             "rerank_k": settings.rerank_k,
-            "depth": DEPTH,
+            "context_k": settings.context_k,
+            "token_budget": settings.token_budget,
+            "mmr_lambda": settings.mmr_lambda,
+            "depth": depth,
         },
+        "records": str(records_path) if records_path else None,
     }
+
+
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "analyzer=english": {"analyzer": "english"},
+    "bm25 fields title,text tie_breaker=0.5": {"bm25_fields": ("title", "text"), "bm25_tie_breaker": 0.5},
+    "rank_constant=20": {"rank_constant": 20},
+    "rerank_k=20": {"rerank_k": 20},
+    "no reranker": {"reranker_model": None},
+    "mmr_lambda=1.0 (no diversity)": {"mmr_lambda": 1.0},
+    "context_k=10": {"context_k": 10},
+}
+"""One change each against the base settings (the seed's list, steps 5-8; chunking steps 1-4 need a chunked
+corpus and are not part of the BEIR whole-document protocol)."""
+
+_BM25_KEYS = ("analyzer", "bm25_fields", "bm25_tie_breaker")
+
+
+def ablate(
+    dataset: str | Path,
+    *,
+    split: str = "test",
+    settings: Settings | None = None,
+    variants: dict[str, dict[str, Any]] | None = None,
+    cache_dir: str | Path | None = None,
+    max_queries: int | None = None,
+    depth: int = DEPTH,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Evaluate the base settings, then each variant changing one setting, on the same corpus and queries.
+
+    Args:
+        dataset: BEIR folder.
+        split: Qrels split.
+        settings: Base settings.
+        variants: Name -> settings changes (default :data:`ABLATIONS`).
+        cache_dir: Embedding cache root.
+        max_queries: Evaluate only the first N queries.
+        depth: Candidates per channel.
+        progress: Show progress bars.
+    """
+    base = settings or Settings()
+    variants = ABLATIONS if variants is None else variants
+    corpus, _, _ = load_beir(dataset, split)
+    index = build_index(corpus, base, cache_dir=cache_dir, progress=progress)
+    common = dict(split=split, cache_dir=cache_dir, max_queries=max_queries, depth=depth, progress=progress)
+    results = {"base": evaluate(dataset, settings=base, index=index, **common)}  # type: ignore[arg-type]
+    for name, changes in variants.items():
+        varied = base.replace(**changes)
+        own = index
+        if any(k in changes for k in _BM25_KEYS):
+            own = build_index(corpus, varied, cache_dir=cache_dir, embedder=index.embedder)
+        results[name] = evaluate(dataset, settings=varied, index=own, **common)  # type: ignore[arg-type]
+    return {
+        "dataset": str(dataset),
+        "split": split,
+        "variants": variants,
+        "table": ablation_table(results),
+        "results": results,
+    }
+
+
+def _final_stage(result: dict[str, Any]) -> dict[str, float]:
+    stages = result["stages"]
+    m = stages["rerank"] or stages["hybrid"]
+    return {
+        "bm25_ndcg@10": stages["bm25"]["ndcg@10"],
+        "hybrid_ndcg@10": stages["hybrid"]["ndcg@10"],
+        "final_ndcg@10": m["ndcg@10"],
+        "final_mrr@10": m["mrr@10"],
+        "union_recall@100": stages["union"]["recall@100"],
+        "context_recall": stages["selection"]["context_recall"],
+        "context_tokens": stages["selection"]["context_tokens"]["mean"],
+    }
+
+
+def ablation_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of metrics per variant with deltas against ``results["base"]``.
+
+    Args:
+        results: Variant name -> :func:`evaluate` result (must contain ``base``).
+    """
+    base = _final_stage(results["base"])
+    rows = []
+    for name, res in results.items():
+        vals = _final_stage(res)
+        rows.append({"variant": name, **vals, **{f"delta_{k}": round(v - base[k], 4) for k, v in vals.items()}})
+    return rows
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -244,20 +514,39 @@ def format_report(result: dict[str, Any]) -> str:
         f"dataset {result['dataset']} split {result['split']}: {result['queries']} queries, "
         f"{result['documents']} documents",
         "",
-        f"{'stage':<8} {'nDCG@10':>8} {'R@10':>8} {'R@100':>8} {'MRR@10':>8}",
+        f"{'stage':<9} {'nDCG@10':>8} {'MRR@10':>8} " + " ".join(f"{'R@' + str(n):>7}" for n in RECALL_DEPTHS),
     ]
-    for name, m in result["stages"].items():
+    for name in ("bm25", "dense", "union", "hybrid", "rerank"):
+        m = result["stages"].get(name)
         if m is None:
-            lines.append(f"{name:<8} {'(not run: see paths.rerank)':>35}")
+            lines.append(f"{name:<9} (not run: {result['paths'].get('rerank', 'disabled')})")
             continue
-        lines.append(
-            f"{name:<8} {m['ndcg@10']:>8.4f} {m['recall@10']:>8.4f} {m['recall@100']:>8.4f} {m['mrr@10']:>8.4f}"
-        )
-    lines.append("")
+        head = f"{m['ndcg@10']:>8.4f} {m['mrr@10']:>8.4f}" if "ndcg@10" in m else f"{'-':>8} {'-':>8}"
+        lines.append(f"{name:<9} {head} " + " ".join(f"{m[f'recall@{n}']:>7.4f}" for n in RECALL_DEPTHS))
+    sel = result["stages"]["selection"]
     lines.append(
-        "latency per query (ms):  "
-        + "  ".join(f"{k} p50={v['p50']:.1f} p95={v['p95']:.1f}" for k, v in result["latency_ms"].items())
+        f"selection context_recall={sel['context_recall']:.4f} duplicate_rate={sel['duplicate_rate']:.4f} "
+        f"context_tokens mean={sel['context_tokens']['mean']} p95={sel['context_tokens']['p95']} "
+        f"(context_k={sel['context_k']}, budget={sel['token_budget']})"
     )
+    lines.append(f"chunking  {result['stages']['chunking']['unit']}: {result['stages']['chunking']['note']}")
+    lines.append("")
+    lines.append("latency per query (ms):")
+    lines.extend(f"  {k:<16} p50={v['p50']:>8.1f} p95={v['p95']:>8.1f}" for k, v in result["latency_ms"].items())
     lines.append("paths:")
     lines.extend(f"  {k}: {v}" for k, v in result["paths"].items())
+    return "\n".join(lines)
+
+
+def format_ablation(table: list[dict[str, Any]]) -> str:
+    """Fixed-width table of :func:`ablation_table` rows.
+
+    Args:
+        table: Rows with a ``variant`` and metric/delta keys.
+    """
+    keys = ["final_ndcg@10", "final_mrr@10", "hybrid_ndcg@10", "union_recall@100", "context_recall"]
+    lines = [f"{'variant':<40} " + " ".join(f"{k:>18}" for k in keys)]
+    for row in table:
+        cells = [f"{row[k]:.4f} ({row['delta_' + k]:+.4f})" for k in keys]
+        lines.append(f"{row['variant']:<40} " + " ".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)

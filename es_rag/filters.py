@@ -7,12 +7,14 @@ backend, so both paths hide exactly the same documents.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from es_rag.config import PUBLIC_GROUP
 from es_rag.errors import ConfigError
+from es_rag.versioning import VersionGate
 
 _RESERVED = {"tenant_id", "acl"}
 
@@ -25,11 +27,16 @@ class SearchFilter:
         tenant_id: Tenant of the caller; required, never empty.
         groups: ACL groups of the caller. The implicit ``public`` group is always added.
         metadata: Extra exact-match conditions, field -> value or tuple of allowed values (keyword fields).
+        versions: Active-version gate (:class:`~es_rag.versioning.VersionGate`); the backends set it on every
+            search so only the committed version of each source is served.
     """
 
     tenant_id: str
     groups: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Active-version gate (issue 3, es_rag.versioning): set by the backends on every search so retired and
+    # not-yet-committed source versions are excluded inside every retriever; None = no gate.
+    versions: VersionGate | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tenant_id, str) or not self.tenant_id.strip():
@@ -46,6 +53,16 @@ class SearchFilter:
             normalised[key] = values
         object.__setattr__(self, "metadata", normalised)
 
+    def with_versions(self, gate: VersionGate | None) -> SearchFilter:
+        """This filter with the active-version gate ``gate`` (see :mod:`es_rag.versioning`).
+
+        Args:
+            gate: The tenant's gate; None removes it.
+        """
+        if gate is not None and gate.tenant_id != self.tenant_id:
+            raise ConfigError(f"version gate of tenant {gate.tenant_id!r} on a filter of tenant {self.tenant_id!r}")
+        return dataclasses.replace(self, versions=gate)
+
     def to_es(self) -> list[dict[str, Any]]:
         """Elasticsearch filter clauses (for a bool ``filter``, a retriever ``filter`` or a kNN ``filter``)."""
         clauses: list[dict[str, Any]] = [
@@ -54,6 +71,8 @@ class SearchFilter:
         ]
         for key, values in self.metadata.items():
             clauses.append({"terms": {key: list(values)}})
+        if self.versions is not None:
+            clauses.append(self.versions.to_es())
         return clauses
 
     def matches(self, source: Mapping[str, Any]) -> bool:
@@ -65,6 +84,8 @@ class SearchFilter:
         if source.get("tenant_id") != self.tenant_id:
             return False
         if not set(_as_list(source.get("acl"))) & set(self.groups):
+            return False
+        if self.versions is not None and not self.versions.allows(source):
             return False
         return all(set(_as_list(source.get(key))) & set(values) for key, values in self.metadata.items())
 

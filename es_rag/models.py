@@ -50,7 +50,18 @@ class Chunk:
     kind: str = "child"
     source_path: str | None = None
     embedding_version: str | None = None
+    contextual_text: str | None = None
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def version_key(self) -> str:
+        """``source_id@source_version``: what the active-version gate (:mod:`es_rag.versioning`) filters on."""
+        return f"{self.source_id}@{self.source_version}"
+
+    @property
+    def embed_text(self) -> str:
+        """The text the embedding model reads: ``contextual_text`` when set, else ``text``."""
+        return self.contextual_text if self.contextual_text is not None else self.text
 
     def to_source(self, *, include_vector: bool = True) -> dict[str, Any]:
         """The document body as written to Elasticsearch (before the ingest pipeline adds hash and time).
@@ -71,7 +82,10 @@ class Chunk:
             "title": self.title,
             "text": self.text,
             "token_count": self.token_count,
+            "version_key": self.version_key,
         }
+        if self.contextual_text is not None:
+            doc["contextual_text"] = self.contextual_text
         if self.parent_id is not None:
             doc["parent_id"] = self.parent_id
         if self.embedding_version is not None:
@@ -112,8 +126,11 @@ class Hit:
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     bm25_score: float | None = None
     dense_score: float | None = None
+    exact_score: float | None = None
     rrf_score: float | None = None
     semantic_score: float | None = None
+    calibrated_score: float | None = None
+    business_score: float | None = None
     final_score: float | None = None
     ranks: Mapping[str, int] = field(default_factory=dict)
     retrieval_sources: tuple[str, ...] = ()
@@ -164,8 +181,11 @@ class Hit:
         return {
             "bm25": self.bm25_score,
             "dense": self.dense_score,
+            "exact": self.exact_score,
             "rrf": self.rrf_score,
             "rerank": self.semantic_score,
+            "calibrated": self.calibrated_score,
+            "business": self.business_score,
             "final": self.final_score,
         }
 

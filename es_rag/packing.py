@@ -36,6 +36,7 @@ class Citation:
     heading_path: tuple[str, ...]
     start_offset: int | None
     end_offset: int | None
+    expanded_from: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -47,6 +48,7 @@ class Citation:
             "heading_path": list(self.heading_path),
             "start_offset": self.start_offset,
             "end_offset": self.end_offset,
+            "expanded_from": list(self.expanded_from),
         }
 
 
@@ -131,6 +133,9 @@ def pack_context(
         return tmpl.render(blocks=blocks, fence=_fence([h.text for h in selection]))
 
     for hit in hits:
+        if any(c.chunk_id == hit.chunk_id for c in chosen):
+            omitted.append({"id": hit.chunk_id, "reason": "duplicate chunk_id: packed once"})
+            continue
         trial = [*chosen, hit]
         if tokenizer.count(render(trial)) <= budget:
             chosen = trial
@@ -138,9 +143,23 @@ def pack_context(
             omitted.append({"id": hit.chunk_id, "reason": f"token budget {budget} exceeded"})
     text = render(chosen) if chosen else ""
     citations = [
-        Citation(f"S{i + 1}", h.chunk_id, h.source_id, h.source_version, h.heading_path, h.start_offset, h.end_offset)
+        Citation(
+            f"S{i + 1}",
+            h.chunk_id,
+            h.source_id,
+            h.source_version,
+            h.heading_path,
+            h.start_offset,
+            h.end_offset,
+            h.expanded_from,
+        )
         for i, h in enumerate(chosen)
     ]
+    # Every citation must point at an input hit, once (the set handed in is the only valid one).
+    input_ids = [h.chunk_id for h in hits]
+    cited = [c.chunk_id for c in citations]
+    if len(set(cited)) != len(cited) or not set(cited) <= set(input_ids):
+        raise ConfigError(f"pack_context: citations {cited} do not map one-to-one onto the input hits")
     return PackedContext(text=text, tokens=tokenizer.count(text), citations=citations, omitted=omitted)
 
 

@@ -1,28 +1,46 @@
 """The retrieval pipeline: embed -> retrieve (BM25 + kNN, same filters) -> fuse -> dedup -> rerank
--> select (MMR + per-source cap) -> pack, with a trace of every stage."""
+-> gate (dynamic top-k, no-answer) -> business rules -> select (MMR + caps) -> expand (parent /
+neighbours) -> pack, with a trace of every stage. Every stage takes and returns :class:`Hit` lists,
+writes its own score and records each dropped hit with its reason (see docs/post_retrieval.md)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from es_rag.backends.base import Retrieval, SearchBackend
+from es_rag.business import BusinessRules, business_rank
 from es_rag.config import Settings
+from es_rag.dedup import dedup_hits
 from es_rag.errors import EsRagError, ModelLoadError
+from es_rag.expansion import expand_neighbors, expand_parents
 from es_rag.filters import SearchFilter
-from es_rag.fusion import reciprocal_rank_fusion
+from es_rag.fusion import linear_fusion, reciprocal_rank_fusion
+from es_rag.gating import NO_SUFFICIENT_EVIDENCE, GateDecision, apply_gate
 from es_rag.models import Hit, Trace
-from es_rag.packing import PackedContext, pack_context
-from es_rag.rerank import CrossEncoderReranker
-from es_rag.selection import mmr
-from es_rag.tokenization import Tokenizer
+from es_rag.packing import PROMPT_VERSION, PackedContext, pack_context
+from es_rag.rerank import (
+    RANKING_TEXT_VERSION,
+    Calibration,
+    CrossEncoderReranker,
+    RerankOutput,
+    load_calibration,
+    order_by_scores,
+    ranking_text,
+)
+from es_rag.result_cache import ResultCache, cache_key
+from es_rag.selection import select_context
+from es_rag.tokenization import HFTokenizer, Tokenizer
 
 log = logging.getLogger(__name__)
-CHANNEL_SCORE = {"bm25": "bm25_score", "dense": "dense_score"}
+CHANNEL_SCORE = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
 
 
 @dataclass
@@ -34,11 +52,20 @@ class SearchResult:
     context: PackedContext
     trace: Trace
     candidates: list[Hit]
+    status: str = "undecided"
+    status_basis: str = ""
+
+    @property
+    def no_sufficient_evidence(self) -> bool:
+        """True when the calibrated gate found no hit good enough to answer from."""
+        return self.status == NO_SUFFICIENT_EVIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON printed by ``es-rag search --json``."""
         return {
             "query": self.query,
+            "status": self.status,
+            "status_basis": self.status_basis,
             "hits": [hit_to_dict(h) for h in self.hits],
             "context": self.context.to_dict(),
             "trace": self.trace.to_dict(),
@@ -65,6 +92,7 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
         "ranks": dict(hit.ranks),
         "sources": list(hit.retrieval_sources),
         "truncated": hit.truncated,
+        "expanded_from": list(hit.expanded_from),
     }
 
 
@@ -78,9 +106,18 @@ def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hi
     names = list(channels)
     lists = [[h.chunk_id for h in channels[n]] for n in names]
     weights = [settings.channel_weights.get(n, 1.0) for n in names]
-    fused = reciprocal_rank_fusion(
-        lists, rank_constant=settings.rank_constant, rank_window_size=settings.candidate_k, weights=weights
-    )
+    if settings.fusion_method == "linear":
+        scored = [
+            [(h.chunk_id, float(getattr(h, CHANNEL_SCORE.get(n, "final_score")) or 0.0)) for h in channels[n]]
+            for n in names
+        ]
+        fused = linear_fusion(
+            scored, rank_window_size=settings.candidate_k, weights=weights, normalizer=settings.score_normalizer
+        )
+    else:
+        fused = reciprocal_rank_fusion(
+            lists, rank_constant=settings.rank_constant, rank_window_size=settings.candidate_k, weights=weights
+        )
     by_id: dict[str, Hit] = {}
     for name in names:
         for h in channels[name]:
@@ -105,8 +142,12 @@ class RagPipeline:
         backend: Where candidates come from.
         embedder: Query embedder (anything with ``embed_query``); None = BM25 only.
         settings: Candidate counts and stage parameters.
-        tokenizer: Counts tokens for the context budget.
+        tokenizer: Counts tokens for the context budget (unless ``settings.pack_tokenizer`` names the
+            target LLM's tokenizer).
         reranker: Cross-encoder; None disables reranking (fused order is kept).
+        business_rules: Soft ranking rules; None = built from the settings.
+        cache: Rerank result cache; None = an in-memory LRU of ``settings.rerank_cache_size`` entries
+            (no cache when that is 0).
     """
 
     def __init__(
@@ -117,13 +158,30 @@ class RagPipeline:
         settings: Settings,
         tokenizer: Tokenizer,
         reranker: CrossEncoderReranker | None = None,
+        business_rules: BusinessRules | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.backend = backend
         self.embedder = embedder
         self.settings = settings
         self.tokenizer = tokenizer
         self.reranker = reranker
+        self.business_rules = business_rules or BusinessRules(
+            source_tiers=dict(settings.source_tiers),
+            freshness_weight=settings.freshness_weight,
+            half_life_days=settings.freshness_half_life_days,
+            latest_version_boost=settings.latest_version_boost,
+        )
+        self.cache = (
+            cache
+            if cache is not None
+            else (ResultCache(settings.rerank_cache_size) if settings.rerank_cache_size > 0 else None)
+        )
         self._reranker_error: str | None = None
+        self._calibration: Calibration | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._pack_tok: Tokenizer | None = None
+        self._pack_tok_error: str | None = None
 
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
@@ -162,11 +220,14 @@ class RagPipeline:
         with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
             if ret.fused is not None:
                 fused = ret.fused
-                trace.paths["fusion"] = "native-rrf (Elasticsearch rrf retriever)"
+                trace.paths["fusion"] = f"{ret.path} (Elasticsearch retriever)"
             else:
                 fused = fuse_channels(ret.channels, self.settings)
                 trace.paths["fusion"] = (
-                    f"client-rrf (rank_constant={self.settings.rank_constant}, "
+                    f"client-linear (normalizer={self.settings.score_normalizer}, "
+                    f"rank_window_size={self.settings.candidate_k})"
+                    if self.settings.fusion_method == "linear"
+                    else f"client-rrf (rank_constant={self.settings.rank_constant}, "
                     f"rank_window_size={self.settings.candidate_k})"
                 )
             st.out_count = len(fused)
@@ -176,35 +237,57 @@ class RagPipeline:
         return fused
 
     def _dedup(self, hits: list[Hit], trace: Trace) -> list[Hit]:
+        s = self.settings
         with trace.stage("dedup", in_count=len(hits)) as st:
-            seen_ids: set[str] = set()
-            seen_hash: dict[str, str] = {}
-            out = []
-            for h in hits:
-                if h.chunk_id in seen_ids:
-                    st.drop(h.chunk_id, "same chunk_id")
-                    continue
-                key = h.content_hash
-                if key and key in seen_hash:
-                    st.drop(h.chunk_id, f"same content_hash as {seen_hash[key]}")
-                    continue
-                seen_ids.add(h.chunk_id)
-                if key:
-                    seen_hash[key] = h.chunk_id
-                out.append(h)
-            st.out_count = len(out)
-        return out
+            result = dedup_hits(hits, adjacent_overlap=s.dedup_adjacent_overlap, near_threshold=s.dedup_near_threshold)
+            for cid, reason in result.dropped:
+                st.drop(cid, reason)
+            st.info["rules"] = {
+                "chunk_id": True,
+                "content_hash": True,
+                "formatting": True,
+                "adjacent_overlap": s.dedup_adjacent_overlap,
+                "near_threshold": s.dedup_near_threshold,
+            }
+            st.out_count = len(result.kept)
+        return result.kept
 
-    def _rerank(self, query: str, hits: list[Hit], trace: Trace) -> list[Hit]:
+    # -- rerank ----------------------------------------------------------------------------
+    def calibration(self) -> Calibration:
+        """The reranker's calibration: settings, else the model directory's calibration file."""
+        if self._calibration is None:
+            s = self.settings
+            name = self.reranker.name if self.reranker is not None else None
+            self._calibration = load_calibration(
+                name if name and Path(name).is_dir() else None,
+                method=s.rerank_calibration,
+                temperature=s.rerank_temperature,
+                bias=s.rerank_bias,
+                threshold=s.rerank_threshold,
+            )
+        return self._calibration
+
+    def _score_with_timeout(self, query: str, passages: list[tuple[str, str]]) -> RerankOutput:
+        assert self.reranker is not None
+        timeout = self.settings.rerank_timeout
+        if timeout is None:
+            return self.reranker.score(query, passages)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="es-rag-rerank")
+        future = self._executor.submit(self.reranker.score, query, passages)
+        return future.result(timeout=timeout)
+
+    def _rerank(self, query: str, hits: list[Hit], trace: Trace) -> tuple[list[Hit], bool]:
         k = self.settings.rerank_k
         with trace.stage("rerank", in_count=len(hits)) as st:
             head, tail = hits[:k], hits[k:]
             for h in tail:
                 st.drop(h.chunk_id, f"beyond rerank_k={k}")
+            st.out_count = len(head)
+            st.info["rerank_k"] = k
             if self.reranker is None:
                 trace.paths["rerank"] = "disabled: fused order kept"
-                st.out_count = len(head)
-                return head
+                return head, False
             if self._reranker_error is None:
                 try:
                     self.reranker.warm_up()
@@ -213,13 +296,116 @@ class RagPipeline:
             if self._reranker_error is not None:
                 trace.paths["rerank"] = f"fallback: fused order (reranker unavailable: {self._reranker_error})"
                 st.info["fallback"] = True
-                st.out_count = len(head)
-                return head
-            ranked = self.reranker.rerank(query, head)
-            ranked = [h.replace(final_score=h.semantic_score) for h in ranked]
-            trace.paths["rerank"] = f"cross-encoder {self.reranker.name}"
-            st.info["truncated"] = [h.chunk_id for h in ranked if h.truncated]
-            st.out_count = len(ranked)
+                return head, False
+            if not head:
+                trace.paths["rerank"] = f"cross-encoder {self.reranker.name} (no candidates)"
+                return head, False
+            passages = [ranking_text(h) for h in head]
+            key = None
+            output: RerankOutput | None = None
+            if self.cache is not None:
+                key = cache_key(
+                    query,
+                    [h.chunk_id for h in head],
+                    model=self.reranker.name,
+                    model_version=self.reranker.version,
+                    ranking_text_version=RANKING_TEXT_VERSION,
+                    prompt_version=PROMPT_VERSION,
+                    options={
+                        "long_text": self.reranker.long_text,
+                        "aggregation": self.reranker.aggregation,
+                        "top_m": self.reranker.top_m,
+                        "max_length": self.reranker.max_length,
+                    },
+                )
+                output = self.cache.get(key)
+                st.info["cache"] = "hit" if output is not None else "miss"
+            if output is None:
+                try:
+                    output = self._score_with_timeout(query, passages)
+                except FutureTimeout:
+                    trace.paths["rerank"] = (
+                        f"fallback: fused order (reranker timed out after {self.settings.rerank_timeout}s)"
+                    )
+                    st.info["fallback"] = True
+                    return head, False
+                except (EsRagError, RuntimeError, ValueError, OSError) as exc:
+                    trace.paths["rerank"] = f"fallback: fused order (reranker failed: {type(exc).__name__}: {exc})"
+                    st.info["fallback"] = True
+                    return head, False
+                if self.cache is not None and key is not None:
+                    self.cache.put(key, output)
+            cal = self.calibration()
+            ranked = order_by_scores(head, output, self.reranker.name)
+            out = []
+            for h in ranked:
+                assert h.semantic_score is not None
+                c = cal.apply(h.semantic_score)
+                out.append(h.replace(calibrated_score=c, final_score=h.semantic_score))
+            trace.paths["rerank"] = f"cross-encoder {self.reranker.name}" + (
+                " (cache hit)" if st.info.get("cache") == "hit" else ""
+            )
+            by_id = {h.chunk_id: i for i, h in enumerate(head)}
+            st.info["model_version"] = self.reranker.version
+            st.info["ranking_text_version"] = RANKING_TEXT_VERSION
+            st.info["pairs"] = output.pairs
+            st.info["calibration"] = cal.to_dict()
+            st.info["scores"] = [
+                {
+                    "id": h.chunk_id,
+                    "fused_rank": by_id[h.chunk_id] + 1,
+                    "raw": h.semantic_score,
+                    "calibrated": h.calibrated_score,
+                }
+                for h in out
+            ]
+            st.info["truncation"] = {
+                head[i].chunk_id: t.to_dict() for i, t in enumerate(output.truncation) if t.strategy != "none"
+            }
+            st.info["truncated"] = [h.chunk_id for h in out if h.truncated]
+            return out, True
+
+    def _gate(self, hits: list[Hit], reranked: bool, trace: Trace) -> GateDecision:
+        s = self.settings
+        with trace.stage("gate", in_count=len(hits)) as st:
+            if reranked:
+                cal = self.calibration()
+                calibrated = cal.method != "none"
+                scores = [
+                    float(h.calibrated_score if calibrated else h.semantic_score)  # type: ignore[arg-type]
+                    for h in hits
+                ]
+                decision = apply_gate(
+                    hits,
+                    scores,
+                    threshold=cal.threshold,
+                    cliff=s.gate_cliff,
+                    margin=s.gate_margin,
+                    scale="calibrated" if calibrated else "raw",
+                )
+            else:
+                decision = apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
+            for cid, reason in decision.dropped:
+                st.drop(cid, reason)
+            st.info.update(decision.info)
+            st.info["status"] = decision.status
+            trace.paths["gate"] = f"{decision.status}: {decision.basis}"
+            st.out_count = len(decision.kept)
+        return decision
+
+    def _business(self, hits: list[Hit], trace: Trace) -> list[Hit]:
+        with trace.stage("business", in_count=len(hits)) as st:
+            st.out_count = len(hits)
+            if not self.business_rules.active:
+                trace.paths["business"] = "no rules configured: order unchanged"
+                return hits
+            ranked, rows = business_rank(hits, self.business_rules)
+            st.info["rows"] = rows
+            trace.paths["business"] = (
+                "final = base + business * |base| ("
+                + ", ".join(sorted({k for r in rows for k in r["contributions"]}))
+                + ")"
+            )
             return ranked
 
     def _select(self, query_vec: np.ndarray | None, hits: list[Hit], trace: Trace) -> list[Hit]:
@@ -230,44 +416,91 @@ class RagPipeline:
             rel = np.asarray([h.final_score if h.final_score is not None else 0.0 for h in hits], dtype=np.float64)
             span = rel.max() - rel.min()
             rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-            vectors = [h.vector for h in hits if h.vector is not None]
-            if len(vectors) == len(hits):
-                order = mmr(
-                    query_vec if query_vec is not None else np.zeros(len(vectors[0])),
-                    np.stack(vectors),
-                    lambda_mult=s.mmr_lambda,
-                    k=len(hits),
-                    relevance=rel,
-                )
-                trace.paths["select"] = f"mmr(lambda={s.mmr_lambda}) + max {s.max_chunks_per_source}/source"
+            sel = select_context(
+                hits,
+                query_vec,
+                lambda_mult=s.mmr_lambda,
+                k=s.context_k,
+                max_per_source=s.max_chunks_per_source,
+                max_per_parent=s.max_chunks_per_parent,
+                relevance=rel,
+            )
+            caps = f"max {s.max_chunks_per_source}/source" + (
+                f", {s.max_chunks_per_parent}/parent" if s.max_chunks_per_parent is not None else ""
+            )
+            if sel.method == "mmr":
+                trace.paths["select"] = f"mmr(lambda={s.mmr_lambda}) + {caps}"
             else:
-                order = list(range(len(hits)))
-                trace.paths["select"] = f"relevance order (no stored vectors) + max {s.max_chunks_per_source}/source"
-            per_source: dict[str, int] = {}
-            chosen: list[int] = []
-            for i in order:
-                h = hits[i]
-                if len(chosen) >= s.context_k:
-                    st.drop(h.chunk_id, f"not selected (context_k={s.context_k})")
-                    continue
-                if per_source.get(h.source_id, 0) >= s.max_chunks_per_source:
-                    st.drop(h.chunk_id, f"per-source cap ({s.max_chunks_per_source}) for {h.source_id}")
-                    continue
-                per_source[h.source_id] = per_source.get(h.source_id, 0) + 1
-                chosen.append(i)
+                trace.paths["select"] = f"relevance order (no stored vectors) + {caps}"
+            for cid, reason in sel.dropped:
+                st.drop(cid, reason)
+            st.info["mmr_order"] = [hits[i].chunk_id for i in sel.chosen]
             # Keep relevance order in the output; MMR decided membership.
-            chosen.sort(key=lambda i: -rel[i])
+            chosen = sorted(sel.chosen, key=lambda i: (-rel[i], i))
             st.out_count = len(chosen)
             return [hits[i] for i in chosen]
 
+    def _expand(self, hits: list[Hit], flt: SearchFilter, trace: Trace) -> list[Hit]:
+        s = self.settings
+        with trace.stage("expand", in_count=len(hits)) as st:
+            st.out_count = len(hits)
+            if s.expansion == "none" or not hits:
+                trace.paths["expand"] = "none"
+                return hits
+            try:
+                if s.expansion == "parent":
+                    res = expand_parents(hits, self.backend, flt, max_parent_tokens=s.expand_max_parent_tokens)
+                    trace.paths["expand"] = "parent sections (dedup by parent_id, score = max of its children)"
+                else:
+                    res = expand_neighbors(hits, self.backend, flt, window=s.expand_neighbors)
+                    trace.paths["expand"] = f"neighbours +/-{s.expand_neighbors} within the parent section"
+            except (EsRagError, OSError) as exc:
+                trace.paths["expand"] = f"fallback: selected chunks kept (expansion failed: {exc})"
+                st.info["fallback"] = True
+                return hits
+            for cid, reason in res.dropped:
+                st.drop(cid, reason)
+            st.info.update(res.info)
+            st.out_count = len(res.hits)
+            return res.hits
+
+    def pack_tokenizer(self, trace: Trace | None = None) -> Tokenizer:
+        """The tokenizer counting the context budget: ``settings.pack_tokenizer`` (the target LLM's),
+        else the one given to the pipeline (the embedding model's).
+
+        Args:
+            trace: Where to note a fallback when the configured tokenizer cannot be loaded.
+        """
+        name = self.settings.pack_tokenizer
+        if name is None:
+            return self.tokenizer
+        if self._pack_tok is None and self._pack_tok_error is None:
+            try:
+                self._pack_tok = HFTokenizer.from_pretrained(name)
+            except ModelLoadError as exc:
+                self._pack_tok_error = str(exc)
+        if self._pack_tok is not None:
+            return self._pack_tok
+        if trace is not None:
+            trace.paths["pack"] = (
+                f"fallback: budget counted with {self.tokenizer.name} "
+                f"(pack tokenizer unavailable: {self._pack_tok_error})"
+            )
+        return self.tokenizer
+
     def _pack(self, hits: list[Hit], trace: Trace) -> PackedContext:
         with trace.stage("pack", in_count=len(hits)) as st:
-            ctx = pack_context(hits, self.tokenizer, budget=self.settings.token_budget)
+            tok = self.pack_tokenizer(trace)
+            ctx = pack_context(hits, tok, budget=self.settings.token_budget)
             for o in ctx.omitted:
                 st.drop(o["id"], o["reason"])
             st.out_count = len(ctx.citations)
             st.info["tokens"] = ctx.tokens
             st.info["budget"] = self.settings.token_budget
+            st.info["tokenizer"] = tok.name
+            trace.paths.setdefault(
+                "pack", f"lost-in-the-middle order, {tok.name} tokens, budget {self.settings.token_budget}"
+            )
         return ctx
 
     # -- entry point -----------------------------------------------------------------------
@@ -281,16 +514,32 @@ class RagPipeline:
         if not query or not query.strip():
             raise EsRagError("query: empty query")
         trace = Trace()
+        # Active-version gate (es_rag.versioning): every backend call below, in every retriever, serves only
+        # the committed version of each source.
+        gate = getattr(self.backend, "gated", None)
+        if gate is not None:
+            flt = gate(flt)
         vec = self._embed(query, trace)
         ret = self._retrieve(query, vec, flt, trace)
         fused = self._fuse(ret, trace)
         deduped = self._dedup(fused, trace)
-        ranked = self._rerank(query, deduped, trace)
-        selected = self._select(vec, ranked, trace)
-        ctx = self._pack(selected, trace)
+        ranked, reranked = self._rerank(query, deduped, trace)
+        decision = self._gate(ranked, reranked, trace)
+        boosted = self._business(decision.kept, trace)
+        selected = self._select(vec, boosted, trace)
+        expanded = self._expand(selected, flt, trace)
+        ctx = self._pack(expanded, trace)
         packed_ids = {c.chunk_id for c in ctx.citations}
-        final = [h for h in selected if h.chunk_id in packed_ids]
-        return SearchResult(query=query, hits=final, context=ctx, trace=trace, candidates=ranked)
+        final = [h for h in expanded if h.chunk_id in packed_ids]
+        return SearchResult(
+            query=query,
+            hits=final,
+            context=ctx,
+            trace=trace,
+            candidates=ranked,
+            status=decision.status,
+            status_basis=decision.basis,
+        )
 
 
 def format_trace(result: SearchResult) -> str:

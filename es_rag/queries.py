@@ -1,16 +1,25 @@
 """Pure builders of every search body es_rag sends (no I/O).
 
-Both fusion paths query the same channels with the same hard filters, the same candidate counts and
-the same RRF parameters:
+Every fusion path queries the same channels with the same hard filters, the same candidate counts and
+the same fusion parameters:
 
-* native: one ``_search`` with an ``rrf`` retriever whose children are a ``standard`` retriever
-  (BM25 ``multi_match``) and a ``knn`` retriever, each carrying the filter clauses itself;
-* client: one ``_msearch`` with the BM25 search and the kNN search (filters in the bool ``filter``
-  and in the kNN ``filter``), fused by :func:`es_rag.fusion.reciprocal_rank_fusion`.
+* channels: ``bm25`` (``multi_match`` over ``Settings.bm25_fields``), ``dense`` (``knn`` on ``vector``)
+  and ``exact`` (identifier-like query tokens -- error codes, product numbers, function names -- as
+  ``match_phrase`` on the ``.ident`` subfields, see :func:`extract_identifiers`); ``exact`` runs only
+  when the query holds such a token and ``Settings.exact_channel`` is ``auto``;
+* native: one ``_search`` with an ``rrf`` (or ``linear``) retriever whose children are named
+  (``_name``) ``standard`` / ``knn`` retrievers, each carrying the filter clauses itself;
+* client: one ``_msearch`` with one search per channel (filters in the bool ``filter`` and in the kNN
+  ``filter``), fused by :func:`es_rag.fusion.reciprocal_rank_fusion` / :func:`es_rag.fusion.linear_fusion`;
+* stored search template: :func:`search_template_requests` (mustache, for apps and Kibana Dev Tools).
+
+No body ever uses ``post_filter``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +27,7 @@ import numpy as np
 
 from es_rag.config import Settings
 from es_rag.filters import SearchFilter
+from es_rag.fusion import NATIVE_NORMALIZERS, check_window
 from es_rag.requests import EsRequest
 
 SOURCE_FIELDS = [
@@ -39,6 +49,77 @@ SOURCE_FIELDS = [
     "vector",
 ]
 BM25_FIELDS = ["title^2", "heading_path^1.5", "text"]
+"""Default ``multi_match`` fields (``Settings.bm25_fields`` overrides them)."""
+EXACT_FIELDS = ("text.ident", "title.ident", "heading_path.ident")
+"""Subfields analysed by ``es_rag_identifier`` (pattern tokenizer on ``[^\\p{L}\\p{N}_]+`` + lowercase)."""
+CHANNELS = ("bm25", "dense", "exact")
+MAX_IDENTIFIERS = 8
+
+# A candidate token: word characters joined by identifier punctuation (E-1042, sync_engine.start(), v2.3.1).
+_CANDIDATE_RE = re.compile(r"[\w][\w\-./:#]*(?:\(\))?", re.UNICODE)
+_IDENT_TOKEN_RE = re.compile(r"[^\W]+", re.UNICODE)
+
+
+def is_identifier(token: str) -> bool:
+    """Whether a query token looks like an identifier that BM25 and dense retrieval may miss.
+
+    Identifier-like: letters and digits mixed (``E1042``, ``X200``, ``v2``), an underscore
+    (``sync_engine``), camelCase (``getUser``), a call (``start()``), ``::`` / ``.`` / ``-`` / ``/``
+    between word characters with a digit or an upper-case letter somewhere (``ERR-SYNC-42``,
+    ``Foo.bar``, ``HTTP/2``). Plain words and plain numbers are not.
+
+    Args:
+        token: One candidate token of the query.
+    """
+    core = token.rstrip(".:-/#")
+    if len(core) < 2:
+        return False
+    has_alpha = any(c.isalpha() for c in core)
+    has_digit = any(c.isdigit() for c in core)
+    if has_alpha and has_digit:
+        return True
+    if "_" in core.strip("_") or core.endswith("()"):
+        return True
+    if re.search(r"[a-z][A-Z]", core):
+        return True
+    joined = re.search(r"\w(::|[.\-/])\w", core) is not None
+    return joined and (has_digit or any(c.isupper() for c in core))
+
+
+def extract_identifiers(query_text: str) -> list[str]:
+    """Identifier-like tokens of the query, in order, without duplicates (at most 8).
+
+    Args:
+        query_text: The user's query.
+    """
+    out: list[str] = []
+    for m in _CANDIDATE_RE.finditer(query_text):
+        token = m.group().rstrip(".:-/#")
+        if is_identifier(token) and token not in out:
+            out.append(token)
+    return out[:MAX_IDENTIFIERS]
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """The ``es_rag_identifier`` analyzer in Python: split on non-word characters, lowercase.
+
+    Mirrors the ``pattern`` tokenizer ``[^\\p{L}\\p{N}_]+`` followed by ``lowercase`` (see
+    ``index_templates/component-chunk-settings.json.j2``); the embedded backend's exact channel uses it.
+
+    Args:
+        text: Field text or an identifier.
+    """
+    return _IDENT_TOKEN_RE.findall(text.lower())
+
+
+def exact_channel_active(query_text: str, settings: Settings) -> bool:
+    """Whether the exact-match channel runs for this query.
+
+    Args:
+        query_text: The user's query.
+        settings: ``exact_channel`` (``auto`` or ``off``).
+    """
+    return settings.exact_channel == "auto" and bool(extract_identifiers(query_text))
 
 
 def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:
@@ -54,13 +135,31 @@ def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:
     return spec
 
 
-def bm25_query(query_text: str) -> dict[str, Any]:
-    """BM25 ``multi_match`` over title, heading path and text.
+def bm25_query(query_text: str, settings: Settings | None = None) -> dict[str, Any]:
+    """BM25 ``multi_match`` (``best_fields``) over the configured fields.
 
     Args:
         query_text: The user's query.
+        settings: Gives ``bm25_fields`` and ``bm25_tie_breaker`` (default settings when None).
     """
-    return {"multi_match": {"query": query_text, "fields": list(BM25_FIELDS), "type": "best_fields"}}
+    s = settings or Settings()
+    mm: dict[str, Any] = {"query": query_text, "fields": list(s.bm25_fields), "type": "best_fields"}
+    if s.bm25_tie_breaker:
+        mm["tie_breaker"] = s.bm25_tie_breaker
+    return {"multi_match": mm}
+
+
+def exact_query(identifiers: Sequence[str]) -> dict[str, Any]:
+    """Exact-match query: each identifier as a phrase on every ``.ident`` subfield; any may match.
+
+    A ``dis_max`` with ``tie_breaker: 1.0`` scores the sum of the matching phrase clauses (the embedded
+    backend mirrors exactly that) and keeps the query free of a nested ``bool`` without filter.
+
+    Args:
+        identifiers: Identifier-like query tokens (:func:`extract_identifiers`).
+    """
+    queries = [{"match_phrase": {f: {"query": ident}}} for ident in identifiers for f in EXACT_FIELDS]
+    return {"dis_max": {"queries": queries, "tie_breaker": 1.0}}
 
 
 def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, settings: Settings) -> dict[str, Any]:
@@ -80,6 +179,49 @@ def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, se
     }
 
 
+def channel_plan(query_text: str, query_vector: object | None, settings: Settings) -> list[str]:
+    """The channels one search runs, in fusion order (``bm25``, then ``dense``, then ``exact``).
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding, or None (embedding failed / disabled).
+        settings: ``exact_channel``.
+    """
+    channels = ["bm25"]
+    if query_vector is not None:
+        channels.append("dense")
+    if exact_channel_active(query_text, settings):
+        channels.append("exact")
+    return channels
+
+
+def native_supported(settings: Settings) -> bool:
+    """Whether the configured fusion can run natively (``zscore`` exists only on the client).
+
+    Args:
+        settings: ``fusion_method`` and ``score_normalizer``.
+    """
+    return settings.fusion_method == "rrf" or settings.score_normalizer in NATIVE_NORMALIZERS
+
+
+def _child_retriever(
+    channel: str,
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+) -> dict[str, Any]:
+    if channel == "bm25":
+        return {"standard": {"query": bm25_query(query_text, settings), "filter": flt.to_es(), "_name": "bm25"}}
+    if channel == "dense":
+        assert query_vector is not None
+        return {"knn": {**knn_clause(query_vector, flt, settings), "_name": "dense"}}
+    if channel == "exact":
+        query = exact_query(extract_identifiers(query_text))
+        return {"standard": {"query": query, "filter": flt.to_es(), "_name": "exact"}}
+    raise ValueError(f"unknown channel {channel!r}")
+
+
 def native_rrf_body(
     query_text: str,
     query_vector: Sequence[float] | np.ndarray | None,
@@ -87,40 +229,56 @@ def native_rrf_body(
     settings: Settings,
     *,
     vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """``_search`` body using the native ``rrf`` retriever (Enterprise/trial licence, ES >= 8.16).
+    """``_search`` body using the native ``rrf`` (or ``linear``) retriever (Enterprise/trial, ES >= 8.16).
 
-    Without a query vector (embedding failed) the body is a single filtered BM25 ``standard``
-    retriever: RRF of one list is that list.
+    Each child retriever is named (``_name``: ``bm25``, ``dense``, ``exact``) and carries the filter
+    itself. With one channel (no vector, no identifier) the body is that single filtered retriever:
+    fusion of one list is that list. ``size == rank_window_size == candidate_k``.
 
     Args:
         query_text: The user's query.
-        query_vector: The query embedding, or None for BM25 only.
+        query_vector: The query embedding, or None for no dense channel.
         flt: Hard filter, placed inside every child retriever.
-        settings: Candidate counts and RRF parameters.
+        settings: Candidate counts, fusion method and parameters, channel weights.
         vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to fuse (default :func:`channel_plan`).
     """
-    standard = {"standard": {"query": bm25_query(query_text), "filter": flt.to_es()}}
+    names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
+    check_window(settings.candidate_k, settings.candidate_k)
     body: dict[str, Any] = {
         "size": settings.candidate_k,
         "_source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
-    if query_vector is None:
-        body["retriever"] = standard
+    children = [_child_retriever(c, query_text, query_vector, flt, settings) for c in names]
+    if len(children) == 1:
+        body["retriever"] = children[0]
         return body
-    knn = {"knn": knn_clause(query_vector, flt, settings)}
     weights = settings.channel_weights
-    children: list[dict[str, Any]]
+    if settings.fusion_method == "linear":
+        entries = [
+            {"retriever": child, "weight": weights.get(name, 1.0), "normalizer": settings.score_normalizer}
+            for name, child in zip(names, children, strict=True)
+        ]
+        body["retriever"] = {
+            "linear": {
+                "retrievers": entries,
+                "rank_window_size": settings.candidate_k,
+                "normalizer": settings.score_normalizer,
+            }
+        }
+        return body
+    rrf_children: list[dict[str, Any]]
     if weights:
-        children = [
-            {"retriever": standard, "weight": weights.get("bm25", 1.0)},
-            {"retriever": knn, "weight": weights.get("dense", 1.0)},
+        rrf_children = [
+            {"retriever": child, "weight": weights.get(name, 1.0)} for name, child in zip(names, children, strict=True)
         ]
     else:
-        children = [standard, knn]
+        rrf_children = children
     body["retriever"] = {
         "rrf": {
-            "retrievers": children,
+            "retrievers": rrf_children,
             "rank_constant": settings.rank_constant,
             "rank_window_size": settings.candidate_k,
         }
@@ -135,26 +293,36 @@ def client_channel_bodies(
     settings: Settings,
     *,
     vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per-channel ``_search`` bodies of the client-side fusion path, keyed by channel name.
 
     Args:
         query_text: The user's query.
-        query_vector: The query embedding, or None for BM25 only.
+        query_vector: The query embedding, or None for no dense channel.
         flt: Hard filter, placed in every channel.
         settings: Candidate counts.
         vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to query (default :func:`channel_plan`).
     """
+    names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
     src = source_spec(vectors_in_source_param=vectors_in_source_param)
-    bodies: dict[str, dict[str, Any]] = {
-        "bm25": {
+    bodies: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name == "dense":
+            assert query_vector is not None
+            bodies[name] = {
+                "size": settings.candidate_k,
+                "_source": src,
+                "knn": knn_clause(query_vector, flt, settings),
+            }
+            continue
+        query = bm25_query(query_text, settings) if name == "bm25" else exact_query(extract_identifiers(query_text))
+        bodies[name] = {
             "size": settings.candidate_k,
             "_source": src,
-            "query": {"bool": {"must": [bm25_query(query_text)], "filter": flt.to_es()}},
-        },
-    }
-    if query_vector is not None:
-        bodies["dense"] = {"size": settings.candidate_k, "_source": src, "knn": knn_clause(query_vector, flt, settings)}
+            "query": {"bool": {"must": [query], "filter": flt.to_es()}},
+        }
     return bodies
 
 
@@ -166,27 +334,145 @@ def search_requests(
     *,
     native: bool,
     vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
 ) -> list[EsRequest]:
     """The request(s) one search sends: one ``_search`` (native) or one ``_msearch`` (client).
 
     Args:
         query_text: The user's query.
-        query_vector: The query embedding, or None for BM25 only.
+        query_vector: The query embedding, or None for no dense channel.
         flt: Hard filter.
-        settings: Candidate counts, RRF parameters and index names.
-        native: Native ``rrf`` retriever (True) or client-side RRF over ``_msearch`` (False).
+        settings: Candidate counts, fusion parameters and index names.
+        native: Native ``rrf``/``linear`` retriever (True) or client-side fusion over ``_msearch`` (False).
         vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to query (default :func:`channel_plan`).
     """
     index = settings.chunk_index
     if native:
-        body = native_rrf_body(query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param)
+        body = native_rrf_body(
+            query_text,
+            query_vector,
+            flt,
+            settings,
+            vectors_in_source_param=vectors_in_source_param,
+            channels=channels,
+        )
         return [EsRequest("POST", f"{index}/_search", body)]
     lines: list[dict[str, Any]] = []
     for body in client_channel_bodies(
-        query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param
+        query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param, channels=channels
     ).values():
         lines.extend([{"index": index}, body])
     return [EsRequest("POST", f"{index}/_msearch", lines)]
+
+
+# ------------------------------------------------------------------------------ search template
+
+
+def search_template_id(settings: Settings) -> str:
+    """Id of the stored hybrid search template (``<prefix>-hybrid``).
+
+    Args:
+        settings: Gives the prefix.
+    """
+    return f"{settings.index_prefix}-hybrid"
+
+
+def search_template_params(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
+) -> dict[str, Any]:
+    """``params`` of a ``_search/template`` call of the stored hybrid template.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding.
+        flt: Hard filter (rendered into every child retriever by the template).
+        settings: Candidate counts and RRF parameters.
+        vectors_in_source_param: See :func:`source_spec`.
+    """
+    identifiers = extract_identifiers(query_text) if settings.exact_channel == "auto" else []
+    params: dict[str, Any] = {
+        "query_text": query_text,
+        "query_vector": [float(x) for x in query_vector],
+        "filter": flt.to_es(),
+        "k": settings.candidate_k,
+        "num_candidates": settings.num_candidates,
+        "rank_window_size": settings.candidate_k,
+        "rank_constant": settings.rank_constant,
+        "fields": list(settings.bm25_fields),
+        "source": source_spec(vectors_in_source_param=vectors_in_source_param),
+    }
+    if identifiers:
+        params["exact"] = {"query": exact_query(identifiers)}
+    return params
+
+
+def search_template_request(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray,
+    flt: SearchFilter,
+    settings: Settings,
+) -> EsRequest:
+    """``POST <index>/_search/template`` calling the stored hybrid template with params.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding.
+        flt: Hard filter.
+        settings: Candidate counts, index and template names.
+    """
+    body = {
+        "id": search_template_id(settings),
+        "params": search_template_params(query_text, query_vector, flt, settings),
+    }
+    return EsRequest("POST", f"{settings.chunk_index}/_search/template", body)
+
+
+def render_search_template(source: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Render the stored template's mustache the way Elasticsearch does for the constructs it uses.
+
+    Supports ``{{name}}`` (values are JSON-escaped scalars inside strings), ``{{#toJson}}name{{/toJson}}``
+    and ``{{#name}}...{{/name}}`` / ``{{^name}}...{{/name}}`` sections on a present / absent param. Used
+    by the tests to prove the stored template renders to exactly :func:`native_rrf_body`'s retriever.
+
+    Args:
+        source: Template source (mustache over JSON).
+        params: The call's params.
+    """
+
+    def lookup(name: str) -> Any:
+        value: Any = params
+        for part in name.split("."):
+            value = value[part] if isinstance(value, dict) and part in value else None
+        return value
+
+    def sections(text: str) -> str:
+        pattern = re.compile(r"\{\{([#^])(\w+)\}\}(.*?)\{\{/\2\}\}", re.S)
+        while True:
+            m = pattern.search(text)
+            if m is None:
+                return text
+            kind, name, inner = m.groups()
+            if name == "toJson":
+                rendered = json.dumps(lookup(inner.strip()), ensure_ascii=False)
+            else:
+                present = lookup(name) not in (None, False, [], "")
+                rendered = inner if present == (kind == "#") else ""
+            text = text[: m.start()] + rendered + text[m.end() :]
+
+    def scalar(m: re.Match[str]) -> str:
+        value = lookup(m.group(1))
+        return json.dumps(value, ensure_ascii=False)[1:-1] if isinstance(value, str) else json.dumps(value)
+
+    text = sections(re.sub(r"\{\{![^}]*\}\}", "", source))
+    text = re.sub(r"\{\{([\w.]+)\}\}", scalar, text)
+    result: dict[str, Any] = json.loads(text)
+    return result
 
 
 def parents_request(parent_ids: Sequence[str], flt: SearchFilter, settings: Settings) -> EsRequest:
@@ -213,3 +499,33 @@ def count_request(flt: SearchFilter | None, settings: Settings) -> EsRequest:
     """
     query: dict[str, Any] = {"bool": {"filter": flt.to_es()}} if flt is not None else {"match_all": {}}
     return EsRequest("POST", f"{settings.chunk_index}/_count", {"query": query})
+
+
+def neighbors_request(anchors: Sequence[Any], flt: SearchFilter, settings: Settings, *, window: int) -> EsRequest:
+    """Adjacent children of each anchor chunk, under the hard filter: one ``_msearch`` with two
+    searches per anchor (``window`` children before it, sorted by ``start_offset`` descending, and
+    ``window`` after it, ascending), restricted to the anchor's source, version and parent section.
+
+    Args:
+        anchors: Selected hits (anything with ``source_id``, ``source_version``, ``parent_id`` and
+            ``start_offset``).
+        flt: Hard filter (a neighbour of another tenant or ACL is never returned).
+        settings: Gives the chunk index.
+        window: Children per side.
+    """
+    lines: list[dict[str, Any]] = []
+    for a in anchors:
+        same: list[dict[str, Any]] = [{"term": {"source_id": a.source_id}}]
+        if a.source_version is not None:
+            same.append({"term": {"source_version": a.source_version}})
+        if a.parent_id is not None:
+            same.append({"term": {"parent_id": a.parent_id}})
+        for op, order in (("lt", "desc"), ("gt", "asc")):
+            body = {
+                "size": window,
+                "query": {"bool": {"filter": [*same, {"range": {"start_offset": {op: a.start_offset}}}, *flt.to_es()]}},
+                "sort": [{"start_offset": {"order": order}}],
+                "_source": {"excludes": ["vector"]},
+            }
+            lines.extend([{"index": settings.chunk_index}, body])
+    return EsRequest("POST", "_msearch", lines)

@@ -101,6 +101,11 @@ class SearchBackend(Protocol):
         """Fetch parent sections by id, under the same hard filter."""
         ...
 
+    def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        """Per anchor chunk_id, up to ``window`` children before and after it (same source, version
+        and parent), under the same hard filter, in document order."""
+        ...
+
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks stored (only those ``flt`` allows, when given)."""
         ...

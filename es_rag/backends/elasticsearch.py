@@ -21,8 +21,17 @@ from es_rag.config import FusionMode, Settings
 from es_rag.errors import ClusterError, ConfigError, InputError, LicenseError
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk, Hit
-from es_rag.queries import client_channel_bodies, count_request, parents_request, search_requests
+from es_rag.queries import (
+    channel_plan,
+    count_request,
+    extract_identifiers,
+    native_supported,
+    neighbors_request,
+    parents_request,
+    search_requests,
+)
 from es_rag.requests import EsRequest
+from es_rag.versioning import VersionGate, registry_index
 
 NATIVE_RRF_MIN_VERSION = (8, 16)
 EXCLUDE_VECTORS_MIN_VERSION = (9, 2)
@@ -372,6 +381,17 @@ class ElasticsearchBackend:
         return report
 
     # -- reads --------------------------------------------------------------------------------
+    def gated(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with the tenant's active-version gate: a terms lookup on the registry document
+        (:mod:`es_rag.versioning`), so every retriever serves exactly the committed version of each source.
+        :meth:`es_rag.pipeline.RagPipeline.search` applies it before any backend call; the backend sends
+        the filter it is given.
+
+        Args:
+            flt: The caller's hard filter.
+        """
+        return flt.with_versions(VersionGate(flt.tenant_id, index=registry_index(self.settings)))
+
     def retrieve(
         self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
     ) -> Retrieval:
@@ -385,7 +405,14 @@ class ElasticsearchBackend:
         """
         caps = self.probe()
         notes: list[str] = []
-        native = self.fusion_path(settings) == "native" and query_vector is not None
+        plan = channel_plan(query_text, query_vector, settings)
+        if "exact" in plan:
+            notes.append(f"exact channel: identifiers {extract_identifiers(query_text)}")
+        method = settings.fusion_method
+        native = self.fusion_path(settings) == "native" and len(plan) > 1
+        if native and not native_supported(settings):
+            native = False
+            notes.append(f"normalizer {settings.score_normalizer} exists only client-side: client path")
         if native:
             reqs = search_requests(
                 query_text,
@@ -394,6 +421,7 @@ class ElasticsearchBackend:
                 settings,
                 native=True,
                 vectors_in_source_param=caps.vectors_in_source_param,
+                channels=plan,
             )
             try:
                 resp = self.send(reqs[0])
@@ -404,40 +432,49 @@ class ElasticsearchBackend:
                 return Retrieval(
                     channels={},
                     fused=fused,
-                    path="native-rrf",
+                    path=f"native-{method}",
                     requests=reqs,
                     took_ms={"search": float(resp.get("took", 0))},
+                    notes=notes,
                 )
             except LicenseError as exc:
                 caps.native_rrf = False
                 caps.native_rrf_reason = f"licence error at query time: {exc}"
-                notes.append("native rrf refused by licence (HTTP 403): switched to client-side RRF over _msearch")
+                notes.append(
+                    f"native {method} refused by licence (HTTP 403): switched to client-side {method} over _msearch "
+                    "for this and every later query"
+                )
             except ClusterError as exc:
-                notes.append(f"native rrf failed ({exc}): retried on the client path")
+                notes.append(f"native {method} failed ({exc}): retried on the client path, one search per channel")
         reqs = search_requests(
-            query_text, query_vector, flt, settings, native=False, vectors_in_source_param=caps.vectors_in_source_param
+            query_text,
+            query_vector,
+            flt,
+            settings,
+            native=False,
+            vectors_in_source_param=caps.vectors_in_source_param,
+            channels=plan,
         )
-        names = list(client_channel_bodies(query_text, query_vector, flt, settings))
         resp = self.send(reqs[0])
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
         responses = resp.get("responses", [])
-        if len(responses) != len(names):
-            raise ClusterError(f"_msearch returned {len(responses)} responses for {len(names)} searches", response=resp)
-        for name, item in zip(names, responses, strict=True):
+        if len(responses) != len(plan):
+            raise ClusterError(f"_msearch returned {len(responses)} responses for {len(plan)} searches", response=resp)
+        for name, item in zip(plan, responses, strict=True):
             if "error" in item:
                 errors.append(f"{name}: {_reason(item['error'])}")
                 notes.append(f"channel {name} failed ({_reason(item['error'])}): fused without it")
                 continue
-            attr = "bm25_score" if name == "bm25" else "dense_score"
+            attr = CHANNEL_SCORE_FIELD[name]
             channels[name] = [
                 _hit_from_es(h).replace(**{attr: h.get("_score")}) for h in item.get("hits", {}).get("hits", [])
             ]
             took[name] = float(item.get("took", 0))
         if not channels:
             raise ClusterError("every retrieval channel failed: " + "; ".join(errors), response=resp)
-        path = "client-rrf" if len(channels) > 1 else f"{next(iter(channels))}-only"
+        path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
         return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
 
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
@@ -453,6 +490,33 @@ class ElasticsearchBackend:
         resp = self.send(req)
         return {h["_id"]: _hit_from_es(h) for h in resp.get("hits", {}).get("hits", [])}
 
+    def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        """Up to ``window`` children before and after each anchor (same source, version and parent),
+        under the same hard filter, in document order; one ``_msearch``.
+
+        Args:
+            anchors: Selected child hits.
+            flt: Hard filter.
+            window: Children per side.
+        """
+        anchors = [a for a in anchors if a.start_offset is not None]
+        if not anchors or window < 1:
+            return {}
+        resp = self.send(neighbors_request(anchors, flt, self.settings, window=window))
+        responses = resp.get("responses", [])
+        if len(responses) != 2 * len(anchors):
+            raise ClusterError(f"_msearch returned {len(responses)} responses for {2 * len(anchors)} searches")
+        out: dict[str, list[Hit]] = {}
+        for i, a in enumerate(anchors):
+            before, after = responses[2 * i], responses[2 * i + 1]
+            for item in (before, after):
+                if "error" in item:
+                    raise ClusterError(f"neighbour search failed: {_reason(item['error'])}", response=item)
+            prev = [_hit_from_es(h) for h in before.get("hits", {}).get("hits", [])][::-1]
+            nxt = [_hit_from_es(h) for h in after.get("hits", {}).get("hits", [])]
+            out[a.chunk_id] = prev + nxt
+        return out
+
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks in the chunk index (only those ``flt`` allows, when given).
 
@@ -461,6 +525,10 @@ class ElasticsearchBackend:
         """
         resp = self.send(count_request(flt, self.settings))
         return int(resp.get("count", 0))
+
+
+CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
+"""The :class:`~es_rag.models.Hit` field each channel's raw ``_score`` goes to."""
 
 
 def _hit_from_es(raw: dict[str, Any]) -> Hit:

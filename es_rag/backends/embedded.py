@@ -7,57 +7,38 @@ filtered kNN do), and its channel lists are fused by the same client-side RRF. B
 document score is the best boosted field score. Scores are not bit-identical to Lucene's
 (different analyzer), rankings of the same documents under the same filter are what it reproduces.
 
-Tokenisation (used for all three fields): lower-cased Unicode word runs; runs of CJK characters
-(kana, kanji, hangul) become overlapping bigrams, the scheme of Elasticsearch's ``cjk`` analyzer.
+Tokenisation (every field and the query): the mirror of the configured Elasticsearch analyzer
+(``standard``, ``english``, ``cjk``: :mod:`es_rag.analysis`); without one, lower-cased Unicode word runs
+with runs of CJK characters as overlapping bigrams (:func:`es_rag.analysis.analyze`, re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from es_rag.analysis import analyze as analyze  # re-export: es_rag.backends.embedded.analyze
+from es_rag.analysis import get_analyzer
 from es_rag.backends.base import IndexReport, Retrieval, content_hash, validate_chunk_source
-from es_rag.config import Settings
+from es_rag.config import Analyzer, Settings
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk, Hit
-from es_rag.queries import BM25_FIELDS
+from es_rag.queries import BM25_FIELDS, exact_channel_active, extract_identifiers, identifier_tokens
+from es_rag.versioning import VersionGate
 
 FORMAT_VERSION = 1
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff66-\uff9f]+")
 
 
-def analyze(text: str) -> list[str]:
-    """Tokens for BM25: lower-cased word runs, CJK runs as bigrams (single char if alone).
-
-    Args:
-        text: Text to analyze.
-    """
-    tokens: list[str] = []
-    for word in _WORD_RE.findall(text.lower()):
-        pos = 0
-        for m in _CJK_RE.finditer(word):
-            if m.start() > pos:
-                tokens.append(word[pos : m.start()])
-            run = m.group()
-            tokens.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
-            pos = m.end()
-        if pos < len(word):
-            tokens.append(word[pos:])
-    return tokens
-
-
-def _field_weights() -> list[tuple[str, float]]:
+def _field_weights(fields: Sequence[str] = tuple(BM25_FIELDS)) -> list[tuple[str, float]]:
     out = []
-    for spec in BM25_FIELDS:
+    for spec in fields:
         name, _, boost = spec.partition("^")
         out.append((name, float(boost) if boost else 1.0))
     return out
@@ -71,6 +52,10 @@ class EmbeddedBackend:
         dims: Vector dimension (checked against stored data and every write).
         bm25_k1: BM25 k1 (Lucene default 1.2).
         bm25_b: BM25 b (Lucene default 0.75).
+        analyzer: Mirror of the Elasticsearch analyzer (``standard``, ``english``, ``cjk``; see
+            :mod:`es_rag.analysis`) used for every field and the query; None = :func:`~es_rag.analysis.analyze`.
+        bm25_fields: ``multi_match`` fields with boosts (default: ``es_rag.queries.BM25_FIELDS``).
+        tie_breaker: ``best_fields`` tie_breaker: best boosted field score + this x the other fields' scores.
     """
 
     name = "embedded"
@@ -82,14 +67,23 @@ class EmbeddedBackend:
         dims: int | None = None,
         bm25_k1: float = 1.2,
         bm25_b: float = 0.75,
+        analyzer: Analyzer | str | None = None,
+        bm25_fields: Sequence[str] | None = None,
+        tie_breaker: float = 0.0,
     ) -> None:
         self.directory = Path(directory) if directory is not None else None
         self.dims = dims
         self.k1 = bm25_k1
         self.b = bm25_b
+        self.analyzer = None if analyzer is None else Analyzer(analyzer)
+        self._analyze = get_analyzer(self.analyzer)
+        self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else tuple(BM25_FIELDS))
+        self.tie_breaker = float(tie_breaker)
         self._children: dict[str, dict[str, Any]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._parents: dict[str, dict[str, Any]] = {}
+        # Version registry, tenant -> registry document (es_rag.versioning.RegistryState.to_doc()).
+        self.versions: dict[str, dict[str, Any]] = {}
         self._dirty = True
         self._ids: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
@@ -118,6 +112,9 @@ class EmbeddedBackend:
                 if line.strip():
                     doc = json.loads(line)
                     self._parents[doc["chunk_id"]] = doc
+        registry = self.directory / "versions.json"
+        if registry.is_file():
+            self.versions = json.loads(registry.read_text(encoding="utf-8"))
         self._dirty = True
 
     def save(self) -> None:
@@ -140,6 +137,9 @@ class EmbeddedBackend:
             for doc in self._parents.values():
                 fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
         tmp.replace(self.directory / "parents.jsonl")
+        tmp = self.directory / "versions.json.tmp"
+        tmp.write_text(json.dumps(self.versions, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.directory / "versions.json")
         meta = {"format": FORMAT_VERSION, "dims": self.dims, "chunks": len(ids), "parents": len(self._parents)}
         (self.directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -191,21 +191,47 @@ class EmbeddedBackend:
         self._dirty = True
         return report
 
-    def delete_source(self, source_id: str) -> int:
-        """Remove every child and parent of ``source_id``; returns how many documents went.
+    def delete_source(
+        self, source_id: str | None, *, tenant_id: str | None = None, version_keys: Collection[str] | None = None
+    ) -> int:
+        """Remove every child and parent of ``source_id`` (optionally only ``tenant_id``'s, only the given
+        ``version_keys``); returns how many documents went.
 
         Args:
-            source_id: The source to remove.
+            source_id: The source to remove; None with ``version_keys`` removes those versions of any source.
+            tenant_id: Restrict to this tenant.
+            version_keys: Restrict to these ``source_id@source_version`` keys.
         """
-        gone = [c for c, d in self._children.items() if d["source_id"] == source_id]
+
+        def doomed(d: dict[str, Any]) -> bool:
+            return (
+                (source_id is None or d["source_id"] == source_id)
+                and (tenant_id is None or d.get("tenant_id") == tenant_id)
+                and (version_keys is None or d.get("version_key") in version_keys)
+            )
+
+        gone = [c for c, d in self._children.items() if doomed(d)]
         for cid in gone:
             del self._children[cid]
             del self._vectors[cid]
-        pgone = [c for c, d in self._parents.items() if d["source_id"] == source_id]
+        pgone = [c for c, d in self._parents.items() if doomed(d)]
         for cid in pgone:
             del self._parents[cid]
         self._dirty = True
         return len(gone) + len(pgone)
+
+    def lineage_counts(self, tenant_id: str, source_id: str) -> dict[str, int]:
+        """Children and parents of a tenant's source still stored (verifies a delete).
+
+        Args:
+            tenant_id: The tenant.
+            source_id: The source.
+        """
+
+        def n(docs: dict[str, dict[str, Any]]) -> int:
+            return sum(1 for d in docs.values() if d["source_id"] == source_id and d.get("tenant_id") == tenant_id)
+
+        return {"chunks": n(self._children), "parents": n(self._parents)}
 
     # -- reads ---------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -221,11 +247,11 @@ class EmbeddedBackend:
             else np.zeros((0, self.dims or 0), np.float32)
         )
         self._bm25 = {}
-        for fld, _ in _field_weights():
+        for fld, _ in self._fields:
             corpus = []
             for d in docs:
                 value = d.get(fld) or ""
-                corpus.append(analyze(" ".join(value) if isinstance(value, list) else str(value)))
+                corpus.append(self._analyze(" ".join(value) if isinstance(value, list) else str(value)))
             if any(corpus):  # bm25s cannot index a field that is empty in every document
                 model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
                 model.index(corpus, show_progress=False)
@@ -240,7 +266,17 @@ class EmbeddedBackend:
         """
         if flt is None:
             return len(self._children)
+        flt = self.gated(flt)
         return sum(1 for doc in self._children.values() if flt.matches(doc))
+
+    def gated(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with the tenant's active-version gate from the registry (:mod:`es_rag.versioning`).
+
+        Args:
+            flt: The caller's hard filter.
+        """
+        hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
+        return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(hidden)))
 
     def _mask(self, flt: SearchFilter) -> np.ndarray:
         return np.fromiter((flt.matches(self._children[c]) for c in self._ids), dtype=bool, count=len(self._ids))
@@ -250,7 +286,7 @@ class EmbeddedBackend:
         return Hit.from_source(self._children[cid], vector=self._vectors[cid])
 
     def bm25(self, query_text: str, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
-        """Filtered BM25 top k (multi_match best_fields over title, heading_path, text).
+        """Filtered BM25 top k (multi_match best_fields over the configured fields, with tie_breaker).
 
         Args:
             query_text: The query.
@@ -262,9 +298,10 @@ class EmbeddedBackend:
         if not self._ids:
             return []
         mask = self._mask(flt) if mask is None else mask
-        tokens = analyze(query_text)
+        tokens = self._analyze(query_text)
         best = np.zeros(len(self._ids), dtype=np.float64)
-        for fld, boost in _field_weights():
+        total = np.zeros(len(self._ids), dtype=np.float64)
+        for fld, boost in self._fields:
             model = self._bm25.get(fld)
             if model is None or not tokens:
                 continue
@@ -272,7 +309,11 @@ class EmbeddedBackend:
             known = [t for t in tokens if t in vocab]
             if not known:
                 continue
-            best = np.maximum(best, boost * np.asarray(model.get_scores(known), dtype=np.float64))
+            field_scores = boost * np.asarray(model.get_scores(known), dtype=np.float64)
+            best = np.maximum(best, field_scores)
+            total += field_scores
+        if self.tie_breaker:
+            best = best + self.tie_breaker * (total - best)
         best[~mask] = 0.0
         order = np.argsort(-best, kind="stable")
         return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in order[:k] if best[i] > 0]
@@ -312,6 +353,7 @@ class EmbeddedBackend:
             flt: Hard filter.
             settings: Candidate counts.
         """
+        flt = self.gated(flt)
         self._refresh()
         t0 = time.perf_counter()
         mask = self._mask(flt) if self._ids else np.zeros(0, dtype=bool)
@@ -321,7 +363,58 @@ class EmbeddedBackend:
             t1 = time.perf_counter()
             channels["dense"] = self.knn(query_vector, flt, settings.candidate_k, mask=mask)
             took["dense"] = (time.perf_counter() - t1) * 1000
-        return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took)
+        notes = []
+        identifiers = extract_identifiers(query_text)
+        if exact_channel_active(query_text, settings):
+            t2 = time.perf_counter()
+            channels["exact"] = self.exact(identifiers, flt, settings.candidate_k, mask=mask)
+            took["exact"] = (time.perf_counter() - t2) * 1000
+            notes.append(f"exact channel: identifiers {identifiers}")
+        return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took, notes=notes)
+
+    def exact(
+        self, identifiers: Sequence[str], flt: SearchFilter, k: int, *, mask: np.ndarray | None = None
+    ) -> list[Hit]:
+        """Filtered exact-match top k: the mirror of :func:`es_rag.queries.exact_query`.
+
+        Each identifier is a phrase of :func:`~es_rag.queries.identifier_tokens` matched contiguously
+        in the same tokens of ``text``, ``title`` and ``heading_path`` (the ``.ident`` subfields); a
+        document matches when any phrase occurs; its score sums, per (identifier, field) clause, Lucene's
+        BM25 with the phrase as the term (phrase frequency, document frequency over the whole index).
+
+        Args:
+            identifiers: Identifier-like query tokens.
+            flt: Hard filter, applied before the top k.
+            k: Number of hits.
+            mask: Precomputed filter mask (internal reuse).
+        """
+        self._refresh()
+        if not self._ids or not identifiers:
+            return []
+        mask = self._mask(flt) if mask is None else mask
+        n_docs = len(self._ids)
+        scores = np.zeros(n_docs, dtype=np.float64)
+        for fld in ("text", "title", "heading_path"):
+            docs_tokens = []
+            for cid in self._ids:
+                value = self._children[cid].get(fld) or ""
+                docs_tokens.append(identifier_tokens(" ".join(value) if isinstance(value, list) else str(value)))
+            lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
+            avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
+            for ident in identifiers:
+                phrase = identifier_tokens(ident)
+                if not phrase:
+                    continue
+                freq = np.asarray([_phrase_freq(t, phrase) for t in docs_tokens], dtype=np.float64)
+                df = int(np.count_nonzero(freq))
+                if df == 0:
+                    continue
+                idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
+                scores += np.where(freq > 0, idf * freq * (self.k1 + 1.0) / (freq + norm), 0.0)
+        scores[~mask] = 0.0
+        order = np.argsort(-scores, kind="stable")
+        return [self._hit(int(i)).replace(exact_score=float(scores[i])) for i in order[:k] if scores[i] > 0]
 
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
         """Parents by id, only those the filter allows.
@@ -331,8 +424,45 @@ class EmbeddedBackend:
             flt: Hard filter.
         """
         out = {}
+        flt = self.gated(flt)
         for pid in parent_ids:
             doc = self._parents.get(pid)
             if doc is not None and flt.matches(doc):
                 out[pid] = Hit.from_source(doc)
         return out
+
+    def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        """Up to ``window`` children before and after each anchor (same source, version and parent),
+        only those the filter allows, in document order.
+
+        Args:
+            anchors: Selected child hits.
+            flt: Hard filter.
+            window: Children per side.
+        """
+        out: dict[str, list[Hit]] = {}
+        flt = self.gated(flt)
+        for a in anchors:
+            if a.start_offset is None or window < 1:
+                continue
+            same = sorted(
+                (
+                    d
+                    for d in self._children.values()
+                    if d["source_id"] == a.source_id
+                    and d.get("source_version") == a.source_version
+                    and d.get("parent_id") == a.parent_id
+                    and flt.matches(d)
+                ),
+                key=lambda d: int(d["start_offset"]),
+            )
+            before = [d for d in same if int(d["start_offset"]) < a.start_offset][-window:]
+            after = [d for d in same if int(d["start_offset"]) > a.start_offset][:window]
+            out[a.chunk_id] = [Hit.from_source(d) for d in before + after]
+        return out
+
+
+def _phrase_freq(tokens: Sequence[str], phrase: Sequence[str]) -> int:
+    """How often ``phrase`` occurs contiguously in ``tokens``."""
+    n = len(phrase)
+    return sum(1 for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == list(phrase))

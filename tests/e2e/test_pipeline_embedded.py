@@ -17,7 +17,7 @@ from es_rag.pipeline import RagPipeline
 from es_rag.rerank import CrossEncoderReranker
 
 HIT_KEYS = {"chunk_id", "source_id", "parent_id", "tenant_id", "text", "scores", "sources"}
-SCORE_KEYS = {"bm25", "dense", "rrf", "rerank", "final"}
+SCORE_KEYS = {"bm25", "dense", "exact", "rrf", "rerank", "calibrated", "business", "final"}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,20 @@ def test_trace_records_every_stage_and_fallback(indexed, tiny_settings) -> None:
     )
     result = pipe.search("remote wipe during the trial", SearchFilter("acme"))
     names = [s.name for s in result.trace.stages]
-    assert names == ["embed_query", "retrieve", "fusion", "dedup", "rerank", "select", "pack"]
+    assert names == [
+        "embed_query",
+        "retrieve",
+        "fusion",
+        "dedup",
+        "rerank",
+        "gate",
+        "business",
+        "select",
+        "expand",
+        "pack",
+    ]
+    # Fused order carries no relevance: the gate decides nothing and says so.
+    assert result.trace.paths["gate"].startswith("undecided: not applied")
     assert result.trace.paths["rerank"].startswith("fallback: fused order")
     assert all(h.semantic_score is None for h in result.hits)  # never a fake score
     fusion = next(s for s in result.trace.stages if s.name == "fusion")

@@ -29,6 +29,7 @@ from es_rag.config import Settings
 from es_rag.filters import SearchFilter
 from es_rag.queries import search_requests
 from es_rag.requests import EsRequest, render
+from es_rag.versioning import VersionGate, registry_index
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 QUERY = "How do I reset my password?"
@@ -49,7 +50,8 @@ def expected_requests(snapshot: str) -> list[EsRequest]:
         settings = Settings()
         return setup_requests(settings) + index_creation_requests(settings)
     settings = Settings(vector_dims=8)
-    flt = SearchFilter("acme", ("support",))
+    # explain prints what the pipeline sends: the caller's filter plus the active-version gate
+    flt = SearchFilter("acme", ("support",)).with_versions(VersionGate("acme", index=registry_index(settings)))
     vector = [1.0] + [0.0] * 7  # --no-vector placeholder (unit vector)
     # no --es and fusion auto: explain prints the native path, then the client path
     return [

@@ -65,7 +65,7 @@ def delete_created_assets(backend: ElasticsearchBackend) -> None:
     s = backend.settings
     if not s.index_prefix.startswith(TEST_PREFIX):  # never touch anything that is not ours
         raise AssertionError(f"refusing to clean up non-test prefix {s.index_prefix!r}")
-    for index in (s.chunk_index, s.parent_index):
+    for index in (s.chunk_index, s.parent_index, f"{s.index_prefix}-versions"):
         backend.send(EsRequest("DELETE", index), ignore=(404,))
     for req in reversed(setup_requests(s)):  # index templates, component templates, then pipelines
         backend.send(EsRequest("DELETE", req.path), ignore=(404,))

@@ -30,14 +30,28 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.assets import index_creation_requests, setup_requests
+from es_rag.assets import index_creation_requests, search_template_requests, search_template_source, setup_requests
 from es_rag.backends.elasticsearch import ElasticsearchBackend
 from es_rag.config import Analyzer, Settings, Similarity
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk
-from es_rag.queries import search_requests
+from es_rag.queries import (
+    render_search_template,
+    search_requests,
+    search_template_params,
+    search_template_request,
+)
 from es_rag.requests import EsRequest
 from es_rag.spec_check import SpecCase
+from es_rag.versioning import (
+    RegistryState,
+    VersionGate,
+    lineage_count_requests,
+    purge_requests,
+    refresh_request,
+    registry_index,
+    registry_put_request,
+)
 
 QUERY = "How do I reset my password?"
 
@@ -70,6 +84,10 @@ SEARCH_VARIANTS: dict[str, Settings] = {
 FILTERS: dict[str, SearchFilter] = {
     "public-only": SearchFilter("acme"),
     "acl=support": SearchFilter("acme", ("support",)),
+    # the active-version gate the pipeline adds (es_rag.versioning): a terms lookup in every retriever
+    "acl=support+versions": SearchFilter("acme", ("support",)).with_versions(
+        VersionGate("acme", index=registry_index(Settings()))
+    ),
     "acl=support,eng+metadata": SearchFilter(
         "globex",
         ("support", "eng"),
@@ -143,6 +161,48 @@ def setup_bodies() -> list[BodyCase]:
             out.append(BodyCase(_case(f"setup[{vname}] {kind} {asset}", req), kind, settings, asset=asset))
         for req in index_creation_requests(settings):
             out.append(BodyCase(_case(f"setup[{vname}] create index {req.path}", req), "create_index", settings))
+    return out
+
+
+QUERY_EXACT = "What does error E1042 in sync_engine.start() mean?"
+
+
+def channel_bodies() -> list[BodyCase]:
+    """Exact-match channel, linear fusion and the stored search template (issue 4 variants)."""
+    out: list[BodyCase] = []
+    fname = "acl=support,eng+metadata"
+    flt = FILTERS[fname]
+    variants = {
+        "default": Settings(),
+        "linear-minmax": Settings(fusion_method="linear", channel_weights={"dense": 2.0}),
+        "linear-l2_norm": Settings(fusion_method="linear", score_normalizer="l2_norm"),
+        "rrf-weighted": Settings(channel_weights={"bm25": 1.0, "dense": 1.5, "exact": 2.0}),
+    }
+    for sname, settings in variants.items():
+        for native in (True, False):
+            for with_vector in (True, False):
+                vec = query_vector(settings.vector_dims) if with_vector else None
+                (req,) = search_requests(QUERY_EXACT, vec, flt, settings, native=native)
+                name = (
+                    f"search[{sname}] exact-channel {'native' if native else 'client msearch'} "
+                    f"{'vector' if with_vector else 'no-vector'} filter={fname}"
+                )
+                out.append(BodyCase(_case(name, req), "search" if native else "msearch", settings, flt=flt))
+        if sname.startswith("linear"):
+            (req,) = search_requests(QUERY, query_vector(settings.vector_dims), flt, settings, native=True)
+            name = f"search[{sname}] native linear vector filter={fname}"
+            out.append(BodyCase(_case(name, req), "search", settings, flt=flt))
+    settings = Settings()
+    for req in search_template_requests(settings):
+        out.append(BodyCase(_case("stored search template PUT _scripts", req), "script", settings))
+    for query in (QUERY, QUERY_EXACT):
+        vec = query_vector(settings.vector_dims)
+        req = search_template_request(query, vec, flt, settings)
+        label = "exact" if query == QUERY_EXACT else "plain"
+        out.append(BodyCase(_case(f"search template call {label}", req), "search_template", settings, flt=flt))
+        rendered = render_search_template(search_template_source(), search_template_params(query, vec, flt, settings))
+        req = EsRequest("POST", f"{settings.chunk_index}/_search", rendered)
+        out.append(BodyCase(_case(f"search template rendered {label}", req), "search", settings, flt=flt))
     return out
 
 
@@ -360,9 +420,25 @@ def backend_bodies() -> list[BodyCase]:
 # ------------------------------------------------------------------------------ entry points
 
 
+def lineage_bodies() -> list[BodyCase]:
+    """Version registry PUTs, refresh, ``_delete_by_query`` and ``_count`` of :mod:`es_rag.versioning` (the
+    registry GET has no body to check)."""
+    settings = Settings()
+    state = RegistryState("acme", {"handbook": "v3"}, ["handbook@v2"])
+    reqs = [
+        ("registry create", registry_put_request(settings, state, seq_no=None, primary_term=None)),
+        ("registry put if_seq_no", registry_put_request(settings, state, seq_no=7, primary_term=1)),
+        ("refresh", refresh_request(settings)),
+        *[(f"purge keys #{i}", r) for i, r in enumerate(purge_requests(settings, "acme", keys=["handbook@v2"]))],
+        *[(f"delete source #{i}", r) for i, r in enumerate(purge_requests(settings, "acme", source_id="handbook"))],
+        *[(f"count lineage #{i}", r) for i, r in enumerate(lineage_count_requests(settings, "acme", "handbook"))],
+    ]
+    return [BodyCase(_case(f"lineage[default] {name}", req), "lineage", settings) for name, req in reqs]
+
+
 def all_bodies() -> list[BodyCase]:
     """Every body case with its context (see :class:`BodyCase`)."""
-    return [*setup_bodies(), *search_bodies(), *backend_bodies()]
+    return [*setup_bodies(), *search_bodies(), *channel_bodies(), *backend_bodies(), *lineage_bodies()]
 
 
 def all_cases() -> list[SpecCase]:

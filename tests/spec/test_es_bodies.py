@@ -97,10 +97,14 @@ def test_case_inventory() -> None:
         "count",
         "bulk",
         "probe",
+        "script",
+        "search_template",
+        "lineage",
     }
-    # every setup variant contributes its seven assets and two index-creation PUTs
+    # every setup variant contributes its seven assets, the version-registry template and three
+    # index-creation PUTs (chunks, parents, versions)
     for vname in SETUP_VARIANTS:
-        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 9, vname
+        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 11, vname
 
 
 def test_every_body_passes_tsc(all_run: TscResult) -> None:
@@ -308,7 +312,7 @@ def test_asset_variants_render_their_settings() -> None:
 # =============================================================================== (d) hard filters
 
 _HOLDERS = ("standard", "knn", "bool")
-_KNOWN_RETRIEVERS = {"standard", "knn", "rrf"}
+_KNOWN_RETRIEVERS = {"standard", "knn", "rrf", "linear"}
 
 
 def filter_holders(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -352,7 +356,11 @@ def _expected_holders(b: BodyCase, item: dict[str, Any]) -> int:
         return 1  # one bool query
     if b.kind == "msearch":
         return 1  # bm25 item: one bool; dense item: one knn
-    return 2 if "rrf" in item["retriever"] else 1  # standard (+ knn)
+    retriever = item["retriever"]
+    for compound in ("rrf", "linear"):
+        if compound in retriever:
+            return len(retriever[compound]["retrievers"])  # one holder per child (bm25, dense, exact)
+    return 1  # a single standard retriever
 
 
 def assert_hard_filters(body_case: BodyCase) -> None:
@@ -406,6 +414,22 @@ def test_every_retriever_knn_and_bool_carries_the_exact_filter(body_case: BodyCa
             lambda b: b["retriever"]["rrf"]["retrievers"].append({"linear": {"retrievers": []}}),
         ),
         (
+            "search[default] exact-channel native vector filter=acl=support,eng+metadata",
+            lambda b: b["retriever"]["rrf"]["retrievers"][2]["standard"].pop("filter"),
+        ),
+        (
+            "search[linear-minmax] exact-channel native vector filter=acl=support,eng+metadata",
+            lambda b: b["retriever"]["linear"]["retrievers"][1]["retriever"]["knn"]["filter"].pop(0),
+        ),
+        (
+            "search[default] exact-channel client msearch vector filter=acl=support,eng+metadata",
+            lambda b: b[5]["query"]["bool"].pop("filter"),
+        ),
+        (
+            "search template rendered exact",
+            lambda b: b["retriever"]["rrf"]["retrievers"][2]["standard"]["filter"].pop(0),
+        ),
+        (
             MSEARCH,
             lambda b: b[3]["knn"].pop("filter"),
         ),
@@ -431,6 +455,10 @@ def test_every_retriever_knn_and_bool_carries_the_exact_filter(body_case: BodyCa
         "standard-no-acl",
         "weighted-knn-no-acl",
         "unknown-retriever",
+        "exact-child-no-filter",
+        "linear-knn-no-tenant",
+        "msearch-exact-no-filter",
+        "template-exact-no-tenant",
         "msearch-knn-no-filter",
         "msearch-bool-no-tenant",
         "msearch-unfiltered-query",
@@ -449,9 +477,10 @@ def test_filter_walker_catches_a_missing_clause(base: str, mutate: Any) -> None:
 
 def test_search_variants_cover_the_grid() -> None:
     searches = [b for b in BODIES if b.kind in ("search", "msearch")]
+    grid = [b for b in searches if "exact-channel" not in b.case.name and "template" not in b.case.name]
     for flt in FILTERS.values():
         for kind in ("search", "msearch"):
-            rows = [b for b in searches if b.kind == kind and b.flt == flt and b.settings == Settings()]
+            rows = [b for b in grid if b.kind == kind and b.flt == flt and b.settings == Settings()]
             assert len(rows) == 4  # vector / bm25-only x exclude_vectors sent / omitted
     bodies = [json.dumps(b.case.body) for b in searches]
     assert any('"exclude_vectors": false' in t for t in bodies)

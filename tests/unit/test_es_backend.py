@@ -665,6 +665,8 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
         f"PUT /{SETTINGS.chunk_index}",
         f"HEAD /{SETTINGS.parent_index}",
         f"PUT /{SETTINGS.parent_index}",
+        f"HEAD /{SETTINGS.index_prefix}-versions",
+        f"PUT /{SETTINGS.index_prefix}-versions",
     ]
     assert node.lines() == expected
     for sent, req in zip(node.requests, setup_requests(SETTINGS), strict=False):
@@ -672,7 +674,7 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
         assert sent.body["_meta"]["version"] == ASSET_VERSION
     assert node.calls("PUT", SETTINGS.chunk_index)[0].body == {}
     assert [r["acknowledged"] for r in results] == [True] * len(results)
-    assert len(results) == len(expected) - 2
+    assert len(results) == len(expected) - 3  # one result per index, not per HEAD + PUT
 
 
 def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
@@ -680,7 +682,7 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     _setup_routes(node, exists=True)
     results = backend.setup()
     assert not node.calls("PUT", SETTINGS.chunk_index) and not node.calls("PUT", SETTINGS.parent_index)
-    assert [r["acknowledged"] for r in results[-2:]] == ["exists", "exists"]
+    assert [r["acknowledged"] for r in results[-3:]] == ["exists", "exists", "exists"]
     assert len(node.calls("PUT")) == len(setup_requests(SETTINGS))
 
 
@@ -689,7 +691,7 @@ def test_setup_tolerates_an_index_created_concurrently() -> None:
     _setup_routes(node, exists=False)
     node.route("PUT", SETTINGS.chunk_index, (400, index_already_exists(SETTINGS.chunk_index)))
     results = backend.setup()
-    assert results[-2] == {"request": f"PUT {SETTINGS.chunk_index}", "acknowledged": "exists"}
+    assert results[-3] == {"request": f"PUT {SETTINGS.chunk_index}", "acknowledged": "exists"}
     assert results[-1]["acknowledged"] is True
 
 

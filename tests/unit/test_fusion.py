@@ -4,26 +4,32 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from es_rag.errors import ConfigError
-from es_rag.fusion import reciprocal_rank_fusion
+from es_rag.fusion import check_window, linear_fusion, normalize_scores, reciprocal_rank_fusion
 
 
 def ids(items):  # type: ignore[no-untyped-def]
     return [i.id for i in items]
 
 
+def close(a: float, b: float) -> bool:
+    """Equal within float32 precision (Elasticsearch accumulates RRF scores in 32-bit floats)."""
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
 def test_seed_000_worked_example() -> None:
     # Seed 000: k=60, A is BM25 #1 only, B is BM25 #3 and dense #2, C is dense #1 only.
     out = reciprocal_rank_fusion([["A", "X", "B"], ["C", "B", "Y"]], rank_constant=60, rank_window_size=10)
     assert out[0].id == "B"
-    assert math.isclose(out[0].score, 1 / 63 + 1 / 62)
+    assert close(out[0].score, 1 / 63 + 1 / 62)
     # A and C tie at 1/61: first appearance (A, from the first list) wins without a tiebreak.
     assert ids(out)[1:3] == ["A", "C"]
-    assert math.isclose(out[1].score, 1 / 61)
+    assert close(out[1].score, 1 / 61)
     assert out[0].ranks == (3, 2)
     assert out[1].ranks == (1, None)
 
@@ -32,14 +38,14 @@ def test_each_child_is_cut_to_the_window_before_fusion() -> None:
     # "D" is rank 3 in the first list: outside a window of 2 it must contribute nothing.
     out = reciprocal_rank_fusion([["A", "B", "D"], ["D", "C"]], rank_window_size=2)
     scores = {i.id: i.score for i in out}
-    assert math.isclose(scores["D"], 1 / 61)  # only from list 2
+    assert close(scores["D"], 1 / 61)  # only from list 2
     assert len(out) == 2  # fused result also cut to the window
 
 
 def test_weights_multiply_and_zero_weight_removes_contribution() -> None:
     out = reciprocal_rank_fusion([["A", "B"], ["B", "A"]], weights=[2.0, 1.0])
     assert ids(out) == ["A", "B"]
-    assert math.isclose(out[0].score, 2 / 61 + 1 / 62)
+    assert close(out[0].score, 2 / 61 + 1 / 62)
     out = reciprocal_rank_fusion([["A", "B"], ["B", "A"]], weights=[0.0, 1.0])
     assert ids(out) == ["B", "A"]
 
@@ -94,8 +100,74 @@ def test_matches_the_formula(lists, k, window) -> None:  # type: ignore[no-untyp
         for r, d in enumerate(lst[:window], start=1):
             expected[d] = expected.get(d, 0.0) + 1 / (k + r)
     assert len(out) == min(window, len(expected))
-    assert all(math.isclose(i.score, expected[i.id]) for i in out)
+    assert all(close(i.score, expected[i.id]) for i in out)
     assert [i.score for i in out] == sorted((i.score for i in out), reverse=True)
     # Nothing left out of the window scores higher than what is in it.
     cut = min(i.score for i in out) if out else 0
-    assert all(v <= cut + 1e-12 for d, v in expected.items() if d not in ids(out))
+    assert all(v <= cut * (1 + 1e-6) for d, v in expected.items() if d not in ids(out))
+
+
+def test_scores_are_elasticsearch_float32_arithmetic() -> None:
+    # Java: value.score += weight * (1.0f / (rankConstant + frank)), every operation in float32.
+    out = reciprocal_rank_fusion([["a", "b"], ["b", "a"], ["a"]], rank_constant=60, weights=[0.3, 0.7, 1.0])
+    one = np.float32(1.0)
+    expected_a = np.float32(0.0)
+    for w, r in ((0.3, 1), (0.7, 2), (1.0, 1)):
+        expected_a = np.float32(expected_a + np.float32(np.float32(w) * np.float32(one / np.float32(60 + r))))
+    assert out[0].id == "a"
+    assert out[0].score == float(expected_a)  # bit-identical, not merely close
+
+
+def test_check_window_mirrors_elasticsearch_validation() -> None:
+    check_window(10, 10)
+    with pytest.raises(ConfigError, match="greater than or equal to size"):
+        check_window(5, 6)
+    with pytest.raises(ConfigError, match="rank_window_size"):
+        check_window(0, 0)
+
+
+def test_minmax_normalizer_matches_elasticsearch() -> None:
+    assert normalize_scores([4.0, 2.0, 0.0], "minmax") == [1.0, 0.5, 0.0]
+    # min == max: Elasticsearch keeps min (it does not map to 1.0)
+    assert normalize_scores([3.0, 3.0], "minmax") == [3.0, 3.0]
+    assert normalize_scores([3.0, 4.0], "l2_norm") == pytest.approx([0.6, 0.8])
+    assert normalize_scores([0.0, 0.0], "l2_norm") == [0.0, 0.0]
+    assert normalize_scores([1.0, 2.0, 3.0], "zscore") == pytest.approx([-1.2247449, 0.0, 1.2247449])
+    with pytest.raises(ConfigError, match="normalizer"):
+        normalize_scores([1.0], "softmax")
+
+
+def test_linear_fusion_weighted_minmax() -> None:
+    bm25 = [("a", 12.0), ("b", 6.0), ("c", 2.0)]
+    dense = [("c", 0.9), ("a", 0.8), ("d", 0.7)]
+    out = linear_fusion([bm25, dense], weights=[1.0, 2.0], normalizer="minmax", rank_window_size=10)
+    got = {i.id: i.score for i in out}
+    assert close(got["a"], 1.0 + 2 * 0.5)
+    assert close(got["c"], 0.0 + 2 * 1.0)
+    assert close(got["b"], 0.4)
+    assert close(got["d"], 0.0)
+    assert ids(out)[:2] == ["a", "c"]  # tie at 2.0: first appearance
+    assert out[0].ranks == (1, 2)
+    assert ids(linear_fusion([bm25, dense], rank_window_size=2)) == ["a", "c"]
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 20), st.floats(0, 50, allow_nan=False)), max_size=15, unique_by=lambda t: t[0]
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from(["none", "minmax", "l2_norm", "zscore"]),
+)
+def test_linear_fusion_matches_the_weighted_sum(lists, normalizer) -> None:  # type: ignore[no-untyped-def]
+    lists = [sorted(lst, key=lambda t: -t[1]) for lst in lists]
+    out = linear_fusion(lists, normalizer=normalizer, rank_window_size=50)
+    expected: dict[int, float] = {}
+    for lst in lists:
+        for (d, _), v in zip(lst, normalize_scores([s for _, s in lst], normalizer), strict=True):
+            expected[d] = expected.get(d, 0.0) + v
+    assert {i.id for i in out} == set(expected)
+    assert all(math.isclose(i.score, expected[i.id], rel_tol=1e-5, abs_tol=1e-4) for i in out)
+    assert [i.score for i in out] == sorted((i.score for i in out), reverse=True)

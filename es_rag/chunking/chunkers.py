@@ -1,0 +1,471 @@
+"""Chunking strategies behind one interface.
+
+Every strategy turns one decoded source into :class:`~es_rag.models.Chunk` records whose
+``text == source[start_offset:end_offset]`` (Python ``str`` offsets), sized in the embedding model's own
+tokens, with a ``chunker_version`` that changes whenever the output would (rules revision, size,
+overlap, parent size, contextual prefix, tokenizer):
+
+* ``fixed`` -- token windows of ``L = max_tokens`` tokens with ``O = overlap`` (stride ``S = L - O``,
+  seed 000's baseline); children only.
+* ``recursive`` -- separators tried in order (blank line, line, sentence ``。！？.!?``, word, token
+  window), pieces packed up to ``L`` tokens with up to ``O`` tokens of trailing pieces repeated;
+  children only.
+* ``structure`` -- Markdown / HTML structure: headings give ``heading_path``; tables, lists and code
+  blocks are whole blocks, split only when they alone exceed ``L`` and then at rows / items / lines,
+  then sentences, then token windows; children only.
+* ``parent-child`` -- ``structure`` children plus parents (the heading sections, or groups of
+  consecutive children of at most ``parent_max_tokens``) for generation context; the default.
+
+With ``contextual=True`` the text the model embeds and ranks is ``title \\n heading > path \\n\\n text``,
+stored in ``contextual_text`` (the chunk ``text`` stays the source span) and the prefix's tokens are
+reserved in the child budget. ``token_count`` counts the text the model actually reads
+(``contextual_text`` when set, else ``text``); a chunk whose count exceeds the model's input limit is
+reported by ingestion, never cut silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import PurePath
+from typing import Protocol
+
+from es_rag.chunking.html import HtmlLayout
+from es_rag.chunking.markdown import Section, TextLayout
+from es_rag.chunking.spans import (
+    Span,
+    lines_in,
+    pack,
+    pack_with_overlap,
+    sentences_in,
+    stable_chunk_id,
+    token_windows,
+    trim,
+)
+from es_rag.errors import ConfigError, InputError
+from es_rag.models import Chunk
+from es_rag.tokenization import Tokenizer
+
+FORMATS = ("markdown", "plain", "html")
+_TOKENIZER_PROBE = "Chunking 検索拡張生成 (RAG) unbelievably-long_identifiers E1042, naïve café — 2026年4月。"
+MIN_CHUNK_TOKENS = 8
+
+
+class Strategy(str, Enum):
+    """Chunking strategy names."""
+
+    FIXED = "fixed"
+    RECURSIVE = "recursive"
+    STRUCTURE = "structure"
+    PARENT_CHILD = "parent-child"
+
+    @classmethod
+    def parse(cls, value: str | Strategy) -> Strategy:
+        """Parse a name, listing the valid ones on error.
+
+        Args:
+            value: A strategy name.
+        """
+        if isinstance(value, Strategy):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            valid = ", ".join(s.value for s in cls)
+            raise ConfigError(f"strategy: invalid value {value!r}; valid values: {valid}") from None
+
+
+RULES = {Strategy.FIXED: "1", Strategy.RECURSIVE: "1", Strategy.STRUCTURE: "2", Strategy.PARENT_CHILD: "2"}
+"""Revision of each strategy's rules: bump when the same settings would produce different chunks."""
+
+CHUNKER_VERSION = f"{Strategy.PARENT_CHILD.value}-{RULES[Strategy.PARENT_CHILD]}"
+"""Rules revision of the default (structure-aware parent/child) chunker."""
+
+
+class Layout(Protocol):
+    """A parsed source: sections, the text the model reads for a span, and finer splits of a span."""
+
+    text: str
+    sections: list[Section]
+
+    def view(self, start: int, end: int) -> str:
+        """Text the model reads for ``text[start:end]``."""
+        ...
+
+    def parts(self, start: int, end: int) -> list[Span]:
+        """Next finer split of a span, or ``[]`` when only token windows remain."""
+        ...
+
+
+@dataclass
+class _Group:
+    heading_path: tuple[str, ...]
+    parent: Span | None
+    children: list[Span] = field(default_factory=list)
+    budget: int = 0
+
+
+class Chunker:
+    """Base of every strategy: validation, lineage, ids, contextual text and token counts.
+
+    Args:
+        tokenizer: The embedding model's tokenizer.
+        max_tokens: Largest child (L), in model tokens.
+        overlap: Overlap (O) in tokens between consecutive windows / recursive chunks.
+        contextual: Embed ``title + heading path`` with each child (recorded in ``contextual_text``).
+    """
+
+    strategy: Strategy = Strategy.PARENT_CHILD
+    formats: tuple[str, ...] = FORMATS
+
+    def __init__(
+        self, tokenizer: Tokenizer, *, max_tokens: int = 200, overlap: int = 30, contextual: bool = False
+    ) -> None:
+        if max_tokens < MIN_CHUNK_TOKENS:
+            raise ConfigError(f"max_tokens: must be >= {MIN_CHUNK_TOKENS}, got {max_tokens}")
+        if tokenizer.max_tokens is not None and max_tokens > tokenizer.max_tokens:
+            raise ConfigError(
+                f"max_tokens ({max_tokens}) exceeds the model's input limit ({tokenizer.max_tokens} tokens "
+                f"for {tokenizer.name}): chunks would be truncated when embedded"
+            )
+        if not 0 <= overlap < max_tokens:
+            raise ConfigError(f"overlap: must be >= 0 and < max_tokens ({max_tokens}), got {overlap}")
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+        self.contextual = contextual
+        self._tok_fp: str | None = None
+
+    # -- identity ------------------------------------------------------------------------------
+    def _params(self) -> str:
+        return f"L{self.max_tokens}.O{self.overlap}"
+
+    @property
+    def version(self) -> str:
+        """``chunker_version``: strategy, rules revision and every parameter that changes the output.
+
+        The tokenizer enters as a fingerprint of how it splits a fixed probe text (plus its input limit),
+        so the version is the same on every machine for the same tokenizer whatever path it was loaded from.
+        """
+        if self._tok_fp is None:
+            spans = self.tokenizer.token_spans(_TOKENIZER_PROBE)
+            raw = f"{spans}|{self.tokenizer.max_tokens}".encode()
+            self._tok_fp = hashlib.sha256(raw).hexdigest()[:8]
+        ctx = ".ctx" if self.contextual else ""
+        return f"{self.strategy.value}-{RULES[self.strategy]}+{self._params()}{ctx}.tok={self._tok_fp}"
+
+    # -- planning (strategy specific) ------------------------------------------------------------
+    def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
+        raise NotImplementedError
+
+    def _layout(self, text: str, fmt: str, doc: str) -> Layout:
+        if fmt not in self.formats:
+            raise InputError(
+                doc,
+                "format",
+                f"strategy {self.strategy.value!r} does not chunk {fmt}; it handles {', '.join(self.formats)}",
+            )
+        return HtmlLayout(text) if fmt == "html" else TextLayout(text, fmt)
+
+    def _budget(self, prefix: str) -> int:
+        if not prefix:
+            return self.max_tokens
+        return max(MIN_CHUNK_TOKENS, self.max_tokens - self.tokenizer.count(prefix))
+
+    def _fits(self, layout: Layout, budget: int) -> Callable[[int, int], bool]:
+        cache: dict[Span, bool] = {}
+        count = self.tokenizer.count
+
+        def fits(start: int, end: int) -> bool:
+            key = (start, end)
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = count(layout.view(start, end)) <= budget
+            return hit
+
+        return fits
+
+    # -- public --------------------------------------------------------------------------------
+    def chunk(
+        self,
+        text: str,
+        *,
+        source_id: str,
+        source_version: str,
+        tenant_id: str,
+        acl: Sequence[str],
+        title: str | None = None,
+        source_path: str | None = None,
+        fmt: str = "markdown",
+    ) -> list[Chunk]:
+        """Chunk one source into parents (if the strategy makes them) followed by children.
+
+        Args:
+            text: The whole source, decoded.
+            source_id: Stable id of the source.
+            source_version: Version of the source.
+            tenant_id: Owner tenant (required).
+            acl: Groups allowed to read it.
+            title: Document title; defaults to the HTML ``<title>``, the first heading or the file name.
+            source_path: The file as given, for reports.
+            fmt: ``markdown``, ``plain`` or ``html``.
+
+        Raises:
+            InputError: Missing tenant or source id, a source without any text, or a format the
+                strategy does not handle.
+        """
+        doc = source_path or source_id or "<unnamed>"
+        if not source_id or not str(source_id).strip():
+            raise InputError(doc, "source_id", "missing or empty")
+        if not source_version or not str(source_version).strip():
+            raise InputError(doc, "source_version", "missing or empty")
+        if not tenant_id or not str(tenant_id).strip():
+            raise InputError(doc, "tenant_id", "missing or empty: every chunk needs a tenant")
+        if fmt not in FORMATS:
+            raise ConfigError(f"fmt: invalid value {fmt!r}; valid values: {', '.join(FORMATS)}")
+        if not text.strip():
+            raise InputError(doc, "text", "the source contains no text")
+        layout = self._layout(text, fmt, doc)
+        if title is None:
+            title = getattr(layout, "title", None)
+            title = title or next((s.heading_path[0] for s in layout.sections if s.heading_path), None)
+            title = title or (PurePath(source_path).stem if source_path else source_id)
+        doc_title = str(title)
+        version = self.version
+        html = fmt == "html"
+
+        def prefix(path: tuple[str, ...]) -> str:
+            if not self.contextual:
+                return ""
+            head = " > ".join(path)
+            return f"{doc_title}\n{head}\n\n" if head else f"{doc_title}\n\n"
+
+        # A source without chunkable text (e.g. headings only) yields no chunk; ingestion reports it.
+        groups = self._plan(layout, prefix)
+
+        def make(kind: str, span: Span, path: tuple[str, ...], parent_id: str | None) -> Chunk:
+            start, end = span
+            piece = text[start:end]
+            ctx: str | None = None
+            if kind == "child" and (self.contextual or html):
+                ctx = prefix(path) + layout.view(start, end)
+            elif kind == "parent" and html:
+                ctx = layout.view(start, end)
+            return Chunk(
+                chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end),
+                source_id=source_id,
+                source_version=source_version,
+                parent_id=parent_id,
+                heading_path=path,
+                start_offset=start,
+                end_offset=end,
+                chunker_version=version,
+                tenant_id=tenant_id,
+                acl=tuple(acl),
+                title=doc_title,
+                text=piece,
+                token_count=self.tokenizer.count(ctx if ctx is not None else piece),
+                kind=kind,
+                source_path=source_path,
+                contextual_text=ctx,
+            )
+
+        parents: list[Chunk] = []
+        children: list[Chunk] = []
+        for g in groups:
+            parent_id = None
+            if g.parent is not None:
+                parent = make("parent", g.parent, g.heading_path, None)
+                parents.append(parent)
+                parent_id = parent.chunk_id
+            children.extend(make("child", span, g.heading_path, parent_id) for span in g.children)
+        return parents + children
+
+
+class FixedTokenChunker(Chunker):
+    """Seed 000's baseline: windows of ``L`` model tokens, overlap ``O``, stride ``S = L - O`` over the
+    whole source (Markdown or plain text read as text; no structure, no parents).
+
+    Args:
+        tokenizer: The embedding model's tokenizer.
+        max_tokens: Window length L in tokens.
+        overlap: Overlap O in tokens.
+        contextual: Embed the title with each window.
+    """
+
+    strategy = Strategy.FIXED
+    formats = ("markdown", "plain")
+
+    def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
+        budget = self._budget(prefix(()))
+        s, e = trim(layout.text, 0, len(layout.text))
+        spans = token_windows(
+            layout.text, s, e, self.tokenizer, budget, min(self.overlap, budget - 1), self._fits(layout, budget)
+        )
+        return [_Group((), None, spans, budget)]
+
+
+_PARAGRAPH_RE = re.compile(r"\S(?:.*?)(?=\n[ \t]*\n|\Z)", re.DOTALL)
+
+
+class RecursiveChunker(Chunker):
+    """Recursive separators in model tokens with exact spans: blank lines, lines, sentences, words, token
+    windows; pieces packed up to ``L`` tokens, each chunk repeating up to ``O`` tokens of the previous
+    one's trailing pieces (no structure, no parents).
+
+    Args:
+        tokenizer: The embedding model's tokenizer.
+        max_tokens: Largest chunk L in tokens.
+        overlap: Overlap budget O in tokens.
+        contextual: Embed the title with each chunk.
+    """
+
+    strategy = Strategy.RECURSIVE
+    formats = ("markdown", "plain")
+
+    @staticmethod
+    def _paragraphs(text: str, start: int, end: int) -> list[Span]:
+        out = []
+        for m in _PARAGRAPH_RE.finditer(text, start, end):
+            s, e = trim(text, m.start(), min(m.end(), end))
+            if e > s:
+                out.append((s, e))
+        return out
+
+    @staticmethod
+    def _words(text: str, start: int, end: int) -> list[Span]:
+        return [(m.start(), m.end()) for m in re.compile(r"\S+").finditer(text, start, end)]
+
+    def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
+        text = layout.text
+        budget = self._budget(prefix(()))
+        fits = self._fits(layout, budget)
+        overlap_budget = min(self.overlap, budget - 1)
+        count = self.tokenizer.count
+        splitters = (self._paragraphs, lines_in, sentences_in, self._words)
+
+        def split(s: int, e: int, level: int) -> list[Span]:
+            if fits(s, e):
+                return [(s, e)]
+            while level < len(splitters):
+                pieces = splitters[level](text, s, e)
+                level += 1
+                if len(pieces) > 1:
+                    return [p for a, b in pieces for p in split(a, b, level)]
+            return token_windows(text, s, e, self.tokenizer, budget, overlap_budget, fits)
+
+        s, e = trim(text, 0, len(text))
+        pieces = split(s, e, 0)
+        spans = pack_with_overlap(pieces, fits, lambda a, b: count(text[a:b]) <= overlap_budget)
+        return [_Group((), None, spans, budget)]
+
+
+class StructureChunker(Chunker):
+    """Markdown / HTML / plain-text structure: sections (heading paths) are parents, token-bounded
+    children are packed from whole blocks; a block is split only when it alone exceeds the limit, at
+    rows / items / lines, then sentences (``。！？`` for Japanese), then token windows with overlap.
+
+    Args:
+        tokenizer: The embedding model's tokenizer.
+        max_tokens: Largest child, in model tokens.
+        overlap: Overlap in tokens when one sentence must be cut into token windows.
+        contextual: Embed ``title + heading path`` with each child.
+        parents: Emit parent documents (``parent-child`` strategy); False gives ``structure``.
+        parent_max_tokens: Cap on a parent's size: a longer section becomes several parents, each a
+            run of consecutive children; None keeps whole sections.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        max_tokens: int = 200,
+        overlap: int = 30,
+        contextual: bool = False,
+        parents: bool = True,
+        parent_max_tokens: int | None = None,
+    ) -> None:
+        super().__init__(tokenizer, max_tokens=max_tokens, overlap=overlap, contextual=contextual)
+        if parent_max_tokens is not None and parent_max_tokens < max_tokens:
+            raise ConfigError(
+                f"parent_max_tokens ({parent_max_tokens}) must be >= max_tokens ({max_tokens}): "
+                "a parent holds whole children"
+            )
+        self.parents = parents
+        self.parent_max_tokens = parent_max_tokens
+        self.strategy = Strategy.PARENT_CHILD if parents else Strategy.STRUCTURE
+
+    def _params(self) -> str:
+        cap = f".P{self.parent_max_tokens}" if self.parents and self.parent_max_tokens else ""
+        return super()._params() + cap
+
+    def _split(self, layout: Layout, start: int, end: int, budget: int, fits: Callable[[int, int], bool]) -> list[Span]:
+        if fits(start, end):
+            return [(start, end)]
+        parts = layout.parts(start, end)
+        if parts and parts != [(start, end)]:
+            return [p for s, e in parts for p in self._split(layout, s, e, budget, fits)]
+        return token_windows(layout.text, start, end, self.tokenizer, budget, min(self.overlap, budget - 1), fits)
+
+    def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
+        groups: list[_Group] = []
+        for section in layout.sections:
+            budget = self._budget(prefix(section.heading_path))
+            fits = self._fits(layout, budget)
+            pieces = [p for s, e in section.blocks for p in self._split(layout, s, e, budget, fits)]
+            children = pack(pieces, fits)
+            if not children:
+                continue
+            if not self.parents:
+                groups.append(_Group(section.heading_path, None, children, budget))
+            elif self.parent_max_tokens is None:
+                groups.append(_Group(section.heading_path, (section.start, section.end), children, budget))
+            else:
+                cap = self.parent_max_tokens
+                pfits = self._fits(layout, cap)
+                run: list[Span] = []
+                for child in children:
+                    if run and not pfits(run[0][0], child[1]):
+                        groups.append(_Group(section.heading_path, (run[0][0], run[-1][1]), run, budget))
+                        run = []
+                    run.append(child)
+                groups.append(_Group(section.heading_path, (run[0][0], run[-1][1]), run, budget))
+        return groups
+
+
+def make_chunker(
+    tokenizer: Tokenizer,
+    *,
+    strategy: str | Strategy = Strategy.PARENT_CHILD,
+    max_tokens: int = 200,
+    overlap: int = 30,
+    contextual: bool = False,
+    parent_max_tokens: int | None = None,
+) -> Chunker:
+    """The chunker of ``strategy`` with the given sizes.
+
+    Args:
+        tokenizer: The embedding model's tokenizer.
+        strategy: ``fixed``, ``recursive``, ``structure`` or ``parent-child``.
+        max_tokens: Largest child in tokens (L).
+        overlap: Overlap in tokens (O).
+        contextual: Embed ``title + heading path`` with each child.
+        parent_max_tokens: Parent size cap (``parent-child`` only).
+    """
+    strat = Strategy.parse(strategy)
+    kw = dict(max_tokens=max_tokens, overlap=overlap, contextual=contextual)
+    if strat is Strategy.FIXED:
+        return FixedTokenChunker(tokenizer, **kw)  # type: ignore[arg-type]
+    if strat is Strategy.RECURSIVE:
+        return RecursiveChunker(tokenizer, **kw)  # type: ignore[arg-type]
+    return StructureChunker(
+        tokenizer,
+        max_tokens=max_tokens,
+        overlap=overlap,
+        contextual=contextual,
+        parents=strat is Strategy.PARENT_CHILD,
+        parent_max_tokens=parent_max_tokens,
+    )

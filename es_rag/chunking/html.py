@@ -1,0 +1,314 @@
+"""HTML layout with exact offsets into the original markup, built on the standard library's HTML parser.
+
+Decision (documented in ``docs/ingestion.md``): an HTML chunk's ``text`` is the **raw markup span**
+``source[start_offset:end_offset]``, so citations and offsets point into the file exactly as for
+Markdown. What the model embeds and ranks is the span's *visible text* (tags dropped, entities decoded,
+``script``/``style``/``template``/``head`` content excluded), recorded in ``contextual_text``; token
+counts and limits apply to that visible text.
+
+Structure: ``h1``-``h6`` open sections (their visible text builds ``heading_path``); the blocks of a
+section are the outermost block elements that contain no heading (a ``table``, ``ul``, ``pre``, ``p``,
+...) plus loose text. A block that does not fit is split into its child blocks (rows ``tr``, items
+``li``, cells), then into the sentences of its text nodes, so a row or a list item is never cut while
+it fits on its own. HTML's implied end tags (``<p>`` closed by the next block, ``<li>`` by the next item,
+``<tr>``/``<td>`` likewise) are applied.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from es_rag.chunking.markdown import Section
+from es_rag.chunking.spans import Span, line_starts, sentences_in, trim
+
+BLOCK_TAGS = frozenset(
+    "address article aside blockquote caption dd details div dl dt fieldset figcaption figure footer form "
+    "h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section summary table tbody td tfoot th thead tr ul".split()
+)
+HEADINGS = {f"h{i}": i for i in range(1, 7)}
+HIDDEN_TAGS = frozenset({"script", "style", "template", "head", "noscript"})
+VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+# Open elements a new start tag closes implicitly (a subset of the HTML parsing algorithm's rules).
+_CLOSES: dict[str, frozenset[str]] = {
+    **{t: frozenset({"p"}) for t in BLOCK_TAGS if t not in {"li", "tr", "td", "th", "dd", "dt"}},
+    "li": frozenset({"li", "p"}),
+    "dt": frozenset({"dt", "dd", "p"}),
+    "dd": frozenset({"dt", "dd", "p"}),
+    "tr": frozenset({"tr", "td", "th"}),
+    "td": frozenset({"td", "th"}),
+    "th": frozenset({"td", "th"}),
+}
+
+
+@dataclass
+class Node:
+    """A block element: its tag, span (start tag to end tag, inclusive) and child blocks."""
+
+    tag: str
+    start: int
+    end: int = -1
+    hidden: bool = False
+    children: list[Node] = field(default_factory=list)
+    has_heading: bool = False
+
+
+class _Parser(HTMLParser):
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.src = text
+        self._starts = line_starts(text)
+        self.root = Node("#root", 0, len(text))
+        self.stack: list[Node] = [self.root]
+        self.hidden_depth = 0
+        self.hidden_stack: list[str] = []
+        self.runs: list[tuple[int, int, bool]] = []  # (start, end, visible) raw text runs
+        self.boundary: list[int] = []  # offsets of markup that separates words (block tags, <br>)
+        self._data_start: int | None = None
+        self.title: str | None = None
+        self._in_title = False
+
+    def _offset(self) -> int:
+        line, col = self.getpos()
+        return self._starts[line - 1] + col
+
+    def _flush(self, at: int) -> None:
+        if self._data_start is not None and at > self._data_start:
+            self.runs.append((self._data_start, at, self.hidden_depth == 0))
+        self._data_start = None
+
+    def _markup_end(self, start: int, tag_text: str | None) -> int:
+        if tag_text is not None:
+            return start + len(tag_text)
+        gt = self.src.find(">", start)
+        return len(self.src) if gt == -1 else gt + 1
+
+    def handle_data(self, data: str) -> None:
+        if self._data_start is None:
+            self._data_start = self._offset()
+        if self._in_title:
+            self.title = (self.title or "") + data
+
+    def _close_node(self, node: Node, end: int) -> None:
+        node.end = end
+        parent = self.stack[-1]
+        parent.children.append(node)
+        parent.has_heading = parent.has_heading or node.has_heading or node.tag in HEADINGS
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        start = self._offset()
+        self._flush(start)
+        end = self._markup_end(start, self.get_starttag_text())
+        if tag == "title":
+            self._in_title = True
+        if tag in HIDDEN_TAGS:
+            self.hidden_depth += 1
+            self.hidden_stack.append(tag)
+            return
+        if tag in BLOCK_TAGS or tag == "br":
+            self.boundary.append(start)
+        if tag not in BLOCK_TAGS:
+            return
+        closes = _CLOSES.get(tag, frozenset())
+        while len(self.stack) > 1 and self.stack[-1].tag in closes:
+            self._close_node(self.stack.pop(), start)
+        node = Node(tag, start, hidden=self.hidden_depth > 0)
+        if tag in VOID_TAGS:
+            self._close_node(node, end)
+        else:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        start = self._offset()
+        self._flush(start)
+        if tag in BLOCK_TAGS or tag == "br":
+            self.boundary.append(start)
+
+    def handle_endtag(self, tag: str) -> None:
+        start = self._offset()
+        self._flush(start)
+        end = self._markup_end(start, None)
+        if tag == "title":
+            self._in_title = False
+        if tag in HIDDEN_TAGS:
+            if tag in self.hidden_stack:
+                while self.hidden_stack:
+                    self.hidden_depth -= 1
+                    if self.hidden_stack.pop() == tag:
+                        break
+            return
+        if tag in BLOCK_TAGS:
+            self.boundary.append(start)
+        if tag not in BLOCK_TAGS or not any(n.tag == tag for n in self.stack[1:]):
+            return
+        while len(self.stack) > 1:
+            node = self.stack.pop()
+            if node.tag == tag:
+                self._close_node(node, end)
+                break
+            self._close_node(node, start)
+
+    def _other(self) -> None:
+        self._flush(self._offset())
+
+    def handle_comment(self, data: str) -> None:
+        self._other()
+
+    def handle_decl(self, decl: str) -> None:
+        self._other()
+
+    def handle_pi(self, data: str) -> None:
+        self._other()
+
+    def unknown_decl(self, data: str) -> None:
+        self._other()
+
+    def finish(self) -> None:
+        self.close()
+        self._flush(len(self.src))
+        while len(self.stack) > 1:
+            self._close_node(self.stack.pop(), len(self.src))
+
+
+class HtmlLayout:
+    """Sections, blocks, visible text and finer splits of an HTML source.
+
+    Args:
+        text: The HTML source, decoded.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        parser = _Parser(text)
+        parser.feed(text)
+        parser.finish()
+        self.title = " ".join(html.unescape(parser.title).split()) if parser.title else None
+        self.runs = [(s, e) for s, e, visible in parser.runs if visible and text[s:e].strip()]
+        self._run_starts = [s for s, _ in self.runs]
+        self._boundaries = sorted(parser.boundary)
+        self._nodes: dict[Span, Node] = {}
+        self.sections = self._sections(parser.root)
+
+    # -- visible text ------------------------------------------------------------------------
+    def _runs_within(self, start: int, end: int) -> list[Span]:
+        i = max(0, bisect.bisect_right(self._run_starts, start) - 1)
+        out = []
+        while i < len(self.runs) and self.runs[i][0] < end:
+            s, e = max(self.runs[i][0], start), min(self.runs[i][1], end)
+            if e > s:
+                out.append((s, e))
+            i += 1
+        return out
+
+    def view(self, start: int, end: int) -> str:
+        """Visible text of a span: text nodes outside hidden elements, entities decoded, whitespace
+        collapsed, block boundaries and ``<br>`` as line breaks.
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        pieces: list[str] = []
+        prev_end: int | None = None
+        for s, e in self._runs_within(start, end):
+            words = " ".join(html.unescape(self.text[s:e]).split())
+            if not words:
+                continue
+            if prev_end is not None:
+                b = bisect.bisect_left(self._boundaries, prev_end)
+                block_break = b < len(self._boundaries) and self._boundaries[b] < s
+                gap_space = self.text[prev_end - 1].isspace() or self.text[s].isspace()
+                pieces.append("\n" if block_break else (" " if gap_space else ""))
+            pieces.append(words)
+            prev_end = e
+        return "".join(pieces)
+
+    # -- structure ---------------------------------------------------------------------------
+    def _loose_text(self, node: Node) -> list[Span]:
+        """Visible text runs directly in ``node`` (outside its child blocks), trimmed."""
+        out = []
+        covered = [(c.start, c.end) for c in node.children]
+        for s, e in self._runs_within(node.start, node.end):
+            for cs, ce in covered:
+                if cs <= s < ce:
+                    break
+            else:
+                t = trim(self.text, s, e)
+                if t[1] > t[0]:
+                    out.append(t)
+        return out
+
+    def _sections(self, root: Node) -> list[Section]:
+        items: list[tuple[str, Span, Node | None]] = []  # ("heading" | "block", span, node)
+
+        def walk(node: Node) -> None:
+            loose = self._loose_text(node)
+            entries: list[tuple[int, str, Span, Node | None]] = [(s, "block", (s, e), None) for s, e in loose]
+            for kid in node.children:
+                if not kid.hidden:
+                    entries.append((kid.start, "node", (kid.start, kid.end), kid))
+            for _, _kind, span, child in sorted(entries, key=lambda x: x[0]):
+                if child is None:
+                    items.append(("block", span, None))
+                elif child.tag in HEADINGS:
+                    items.append(("heading", span, child))
+                elif child.has_heading:
+                    walk(child)
+                elif self.view(child.start, child.end).strip():
+                    self._register(child)
+                    items.append(("block", span, child))
+
+        walk(root)
+        sections: list[Section] = []
+        path: list[tuple[int, str]] = []
+        cur_path: tuple[str, ...] = ()
+        blocks: list[Span] = []
+        has_body = False
+
+        def close() -> None:
+            if blocks and has_body:
+                sections.append(Section(cur_path, blocks[0][0], blocks[-1][1], tuple(blocks)))
+
+        for what, span, node in items:
+            if what == "heading" and node is not None:
+                close()
+                level = HEADINGS[node.tag]
+                title = " ".join(self.view(node.start, node.end).split())
+                while path and path[-1][0] >= level:
+                    path.pop()
+                path.append((level, title))
+                cur_path = tuple(t for _, t in path)
+                blocks, has_body = [span], False
+            else:
+                blocks.append(span)
+                has_body = True
+        close()
+        return sections
+
+    def _register(self, node: Node) -> None:
+        self._nodes[(node.start, node.end)] = node
+        for child in node.children:
+            self._register(child)
+
+    def parts(self, start: int, end: int) -> list[Span]:
+        """Next finer split of a span: a block's child blocks and loose text, else the sentences of its
+        text nodes, else nothing (token windows).
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        node = self._nodes.get((start, end))
+        if node is not None:
+            pieces = sorted(
+                [(c.start, c.end) for c in node.children if not c.hidden and self.view(c.start, c.end).strip()]
+                + self._loose_text(node)
+            )
+            if len(pieces) == 1:
+                return self.parts(*pieces[0]) or pieces
+            if len(pieces) > 1:
+                return pieces
+        sentences = [s for run in self._runs_within(start, end) for s in sentences_in(self.text, run[0], run[1])]
+        return sentences if len(sentences) > 1 else []

@@ -1,0 +1,128 @@
+"""Markdown and plain-text layouts: heading sections and block spans (markdown-it-py, CommonMark + tables)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+
+from es_rag.chunking.spans import Span, line_starts, lines_in, sentences_in, trim
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading-delimited region of a source: its heading path, span and block spans."""
+
+    heading_path: tuple[str, ...]
+    start: int
+    end: int
+    blocks: tuple[Span, ...]
+
+
+def parse_markdown(text: str) -> list[Section]:
+    """Split Markdown into heading sections with block spans.
+
+    Blocks are markdown-it's top-level blocks (paragraph, list, table, fenced code, quote, ...), so a
+    table or code fence is one block. A heading with no body of its own opens no section; its title
+    still reaches the subsections through their ``heading_path``.
+
+    Args:
+        text: Markdown source.
+    """
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse(text)
+    starts = line_starts(text)
+
+    def offset(line: int) -> int:
+        return starts[line] if line < len(starts) else len(text)
+
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    cur_path: tuple[str, ...] = ()
+    cur_start = 0
+    cur_blocks: list[Span] = []
+    has_body = False
+
+    def close(end: int) -> None:
+        spans = [b for b in cur_blocks if b[1] > b[0]]
+        if spans and has_body:
+            s, e = trim(text, cur_start, end)
+            sections.append(Section(cur_path, s, e, tuple(spans)))
+
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.level != 0 or tok.map is None or tok.type.endswith("_close"):
+            i += 1
+            continue
+        span = trim(text, offset(tok.map[0]), offset(tok.map[1]))
+        if tok.type == "heading_open":
+            close(offset(tok.map[0]))
+            level = int(tok.tag[1])
+            title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, title))
+            cur_path = tuple(t for _, t in path)
+            cur_start = offset(tok.map[0])
+            cur_blocks = [span]  # the heading line itself: it helps BM25 and keeps the span contiguous
+            has_body = False
+        else:
+            cur_blocks.append(span)
+            has_body = True
+        i += 1
+    close(len(text))
+    return sections
+
+
+def parse_plain(text: str) -> list[Section]:
+    """One section whose blocks are blank-line separated paragraphs.
+
+    Args:
+        text: Plain text source.
+    """
+    blocks = []
+    for match in re.finditer(r"\S(?:.*?)(?=\n[ \t]*\n|\Z)", text, re.DOTALL):
+        s, e = trim(text, match.start(), match.end())
+        if e > s:
+            blocks.append((s, e))
+    if not blocks:
+        return []
+    return [Section((), blocks[0][0], blocks[-1][1], tuple(blocks))]
+
+
+class TextLayout:
+    """Markdown or plain text: the chunk text is what the model reads; blocks split into lines (table
+    rows, list items, code lines stay whole), then sentences.
+
+    Args:
+        text: The source.
+        fmt: ``markdown`` or ``plain``.
+    """
+
+    def __init__(self, text: str, fmt: str) -> None:
+        self.text = text
+        self.sections = parse_markdown(text) if fmt == "markdown" else parse_plain(text)
+
+    def view(self, start: int, end: int) -> str:
+        """The text the model reads for a span: the span itself.
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        return self.text[start:end]
+
+    def parts(self, start: int, end: int) -> list[Span]:
+        """Next finer split of a span: its lines, else its sentences, else nothing (token windows).
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        lines = lines_in(self.text, start, end)
+        if len(lines) > 1:
+            return lines
+        sentences = sentences_in(self.text, start, end)
+        return sentences if len(sentences) > 1 else []

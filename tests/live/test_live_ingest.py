@@ -1,0 +1,102 @@
+"""Live-cluster ingestion tests (skipped unless ``ES_URL`` is set): the real chunks pipeline on chunks
+from the real chunker (``_simulate``), the atomic version switch through the registry terms lookup, and
+lineage delete with 0 remaining."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from es_rag.backends.elasticsearch import ElasticsearchBackend
+from es_rag.chunking import StructureChunker
+from es_rag.filters import SearchFilter
+from es_rag.ingest import SourceDoc, delete_source, ingest_documents
+from es_rag.lineage import EsVersionStore
+from es_rag.requests import EsRequest
+
+pytestmark = pytest.mark.live
+
+
+class HashEmbedder:
+    """Deterministic 4-dimensional vectors (the live indices use ``vector_dims=4``); the vectors are not
+    under test here, the lineage is."""
+
+    version = "hash-4d"
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        out = []
+        for t in texts:
+            digest = hashlib.sha256(t.encode("utf-8")).digest()
+            v = np.frombuffer(digest[:16], dtype=np.uint32).astype(np.float32) + 1.0
+            out.append(v / np.linalg.norm(v))
+        return np.stack(out)
+
+
+def _doc(version: str, body: str) -> SourceDoc:
+    return SourceDoc("live-guide", f"# Guide\n\n{body}\n", "acme", ("public",), version)
+
+
+def _served_versions(backend: ElasticsearchBackend) -> set[str]:
+    flt = backend.gated(SearchFilter("acme"))
+    body = {"size": 100, "query": {"bool": {"filter": flt.to_es()}}, "_source": ["source_version"]}
+    resp = backend.send(EsRequest("POST", f"{backend.settings.chunk_index}/_search", body))
+    return {h["_source"]["source_version"] for h in resp["hits"]["hits"]}
+
+
+def test_simulate_real_pipeline_on_real_chunks(installed: ElasticsearchBackend, minilm_tokenizer: Any) -> None:
+    html = "<h1>Guide</h1><p>Remote wipe is available.</p>"
+    chunker = StructureChunker(minilm_tokenizer, max_tokens=64, contextual=True)
+    child = next(
+        c
+        for c in chunker.chunk(html, source_id="s", source_version="v1", tenant_id="acme", acl=["public"], fmt="html")
+        if c.kind == "child"
+    )
+    body = {"docs": [{"_index": installed.settings.chunk_index, "_id": "x", "_source": child.to_source()}]}
+    resp = installed.send(EsRequest("POST", f"_ingest/pipeline/{installed.settings.pipeline_id}/_simulate", body))
+    (item,) = resp["docs"]
+    doc = item["doc"]
+    assert doc["_id"] == child.chunk_id
+    assert doc["_source"]["version_key"] == "s@v1"
+    assert doc["_source"]["contextual_text"].startswith("Guide\nGuide\n\n")
+    assert doc["_source"]["text"] == html[child.start_offset : child.end_offset]
+    assert doc["_source"]["content_hash"]
+
+
+def test_version_switch_is_one_registry_write(installed: ElasticsearchBackend, minilm_tokenizer: Any) -> None:
+    chunker = StructureChunker(minilm_tokenizer, max_tokens=64)
+    emb = HashEmbedder()
+    ingest_documents([_doc("v1", "Old text.")], chunker=chunker, embedder=emb, backend=installed)
+    assert _served_versions(installed) == {"v1"}
+
+    # step by step: v2 written and refreshed but not committed -> still only v1 served
+    store = EsVersionStore(installed)
+    store.begin("acme", [("live-guide", "v2")])
+    chunks = chunker.chunk(
+        "# Guide\n\nNew text.\n", source_id="live-guide", source_version="v2", tenant_id="acme", acl=["public"]
+    )
+    kids = [c for c in chunks if c.kind == "child"]
+    vecs = emb.embed_documents([c.text for c in kids])
+    installed.index(
+        [c.with_vector(v, emb.version) for c, v in zip(kids, vecs, strict=True)],
+        [c for c in chunks if c.kind == "parent"],
+    )
+    store.refresh()
+    assert _served_versions(installed) == {"v1"}
+    retired = store.commit("acme", [("live-guide", "v2")])
+    assert retired == [("live-guide", "v1")]
+    assert _served_versions(installed) == {"v2"}  # real-time GET of the registry: no refresh needed
+    store.purge("acme", retired)
+    assert store.state("acme").hidden == []
+
+
+def test_delete_source_leaves_nothing(installed: ElasticsearchBackend, minilm_tokenizer: Any) -> None:
+    chunker = StructureChunker(minilm_tokenizer, max_tokens=64)
+    ingest_documents([_doc("v9", "To delete.")], chunker=chunker, embedder=HashEmbedder(), backend=installed)
+    result = delete_source(installed, "acme", "live-guide")
+    assert result["deleted"] > 0
+    assert result["remaining"] == {"chunks": 0, "parents": 0}
+    assert "live-guide" not in EsVersionStore(installed).state("acme").active

@@ -1,0 +1,176 @@
+"""Stage-wise evaluation, run records, ablations, report and embedding cache on a tiny BEIR dataset."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import ir_measures
+import numpy as np
+import pytest
+from ir_measures import RR, R, nDCG
+
+from es_rag.cache import EmbeddingCache
+from es_rag.config import Settings
+from es_rag.errors import InputError
+from es_rag.evaluation import ablate, evaluate, format_report, load_beir, metrics, run_from_ids
+
+TOPICS = {
+    "malaria": "mosquito parasite vaccine fever",
+    "insulin": "diabetes glucose pancreas hormone",
+    "telomere": "chromosome ageing cell division",
+    "microbiome": "gut bacteria flora digestion",
+    "prion": "protein misfolding brain disease",
+    "antibody": "immune response b cell antigen",
+}
+
+
+def write_beir(root: Path, *, seed: int = 3) -> Path:
+    """A tiny BEIR folder: 2 corpus files, queries, graded train/test qrels."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    docs, queries, qrels = [], [], {"train": [], "test": []}
+    filler = "study result method sample analysis data effect patients trial model".split()
+    for t, (topic, words) in enumerate(TOPICS.items()):
+        for j in range(4):
+            text = " ".join(rng.sample(filler, 5) + words.split()[: 2 + j % 3] + [topic] * (1 + j % 2))
+            docs.append({"_id": f"d{t}{j}", "title": f"{topic} paper {j}", "text": text})
+        for split, k in (("train", 0), ("test", 1)):
+            qid = f"{split[:2]}{t}"
+            queries.append({"_id": qid, "text": f"what is known about {topic} {words.split()[k]}"})
+            qrels[split] += [(qid, f"d{t}0", 2), (qid, f"d{t}1", 1), (qid, f"d{t}3", 0)]
+    (root / "corpus-00.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[:10]))
+    (root / "corpus-01.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[10:]))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (root / "qrels").mkdir(exist_ok=True)
+    for split, rows in qrels.items():
+        (root / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows)
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_beir(tmp_path_factory.mktemp("beir"))
+
+
+@pytest.fixture(scope="module")
+def settings(tiny_bi_encoder: Path, tiny_cross_encoder: Path) -> Settings:
+    return Settings(
+        embedding_model=str(tiny_bi_encoder), vector_dims=32, reranker_model=str(tiny_cross_encoder),
+        candidate_k=20, num_candidates=40, rerank_k=8, context_k=3, token_budget=400, analyzer="english",
+    )  # fmt: skip
+
+
+def test_load_beir_reads_split_files_in_order_and_grades(beir: Path) -> None:
+    corpus, queries, qrels = load_beir(beir, "test")
+    assert len(corpus) == 24 and list(corpus)[:2] == ["d00", "d01"]
+    assert set(queries) == {f"te{t}" for t in range(6)}
+    assert qrels["te0"] == {"d00": 2, "d01": 1, "d03": 0}
+    with pytest.raises(InputError, match="no qrels"):
+        load_beir(beir, "dev")
+
+
+def test_metrics_come_from_ir_measures() -> None:
+    qrels = {"q1": {"a": 2, "b": 1, "z": 0}, "q2": {"c": 1}}
+    run = {"q1": run_from_ids(["x", "b", "a", "b"]), "q2": run_from_ids(["c"])}
+    got = metrics(qrels, run, depths=(1, 10))
+    expect = ir_measures.calc_aggregate([nDCG @ 10, RR @ 10, R @ 1, R @ 10], qrels, run)
+    assert got["ndcg@10"] == round(expect[nDCG @ 10], 4)
+    assert got["mrr@10"] == pytest.approx(0.75)
+    assert got["recall@1"] == pytest.approx(0.5) and got["recall@10"] == pytest.approx(1.0)
+    # a query that retrieved nothing counts as 0, it is not dropped from the mean
+    assert metrics(qrels, {"q2": {"c": 1.0}}, depths=(10,))["recall@10"] == pytest.approx(0.5)
+
+
+def test_evaluate_scores_every_stage_and_records_trace(beir: Path, settings: Settings, tmp_path: Path) -> None:
+    records = tmp_path / "runs.jsonl"
+    result = evaluate(
+        beir, split="test", settings=settings, cache_dir=tmp_path / "cache", depth=20, records_path=records
+    )
+    stages = result["stages"]
+    assert set(stages) >= {"bm25", "dense", "union", "hybrid", "rerank", "selection", "chunking"}
+    for name in ("bm25", "dense", "hybrid", "rerank"):
+        assert set(stages[name]) >= {"ndcg@10", "mrr@10", "recall@10", "recall@50", "recall@100", "recall@200"}
+    for n in (10, 50):
+        assert stages["union"][f"recall@{n}"] >= max(stages["bm25"][f"recall@{n}"], stages["dense"][f"recall@{n}"])
+    assert result["paths"]["rerank"].startswith("cross-encoder")
+    assert {"retrieve", "fusion", "rerank", "select", "pack", "retrieve.bm25"} <= set(result["latency_ms"])
+    assert 0.0 <= stages["selection"]["context_recall"] <= 1.0
+    assert "gold_span_coverage" in stages["chunking"]
+
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["query_id"] for r in rows] == [f"te{t}" for t in range(6)]
+    first = rows[0]
+    assert set(first["versions"]) >= {"source_version", "chunker_version", "embedding_version", "sparse_index_version"}
+    assert set(first["channels"]) == {"bm25", "dense"} and first["fused"][0]["rank"] == 1
+    assert len(first["reranker_scores"]) == settings.rerank_k
+    assert 0 < len(first["selected"]) <= settings.context_k
+    assert any("context_k" in e["reason"] or "cap" in e["reason"] for e in first["excluded"])
+    # The per-stage numbers are reproducible from the records alone (no hidden state).
+    _, _, qrels = load_beir(beir, "test")
+    for ch in ("bm25", "dense"):
+        run = {r["query_id"]: run_from_ids([c["id"] for c in r["channels"][ch]]) for r in rows}
+        assert metrics(qrels, run) == stages[ch]
+    fused = {r["query_id"]: run_from_ids([c["id"] for c in r["fused"]]) for r in rows}
+    assert metrics(qrels, fused) == stages["hybrid"]
+    assert "rerank" in format_report(result) and "selection" in format_report(result)
+
+
+def test_missing_reranker_is_reported_not_faked(beir: Path, settings: Settings, tmp_path: Path) -> None:
+    result = evaluate(
+        beir, settings=settings.replace(reranker_model=str(tmp_path / "nope")), cache_dir=tmp_path, depth=20
+    )
+    assert result["stages"]["rerank"] is None
+    assert "unavailable" in result["paths"]["rerank"]
+
+
+def test_ablation_changes_one_setting_and_reports_deltas(beir: Path, settings: Settings, tmp_path: Path) -> None:
+    out = ablate(
+        beir,
+        settings=settings.replace(reranker_model=None),
+        variants={"analyzer=standard": {"analyzer": "standard"}, "context_k=5": {"context_k": 5}},
+        cache_dir=tmp_path,
+        depth=20,
+    )
+    table = {row["variant"]: row for row in out["table"]}
+    assert set(table) == {"base", "analyzer=standard", "context_k=5"}
+    assert all(v == 0 for k, v in table["base"].items() if k.startswith("delta_"))
+    # context_k only touches selection: retrieval numbers are identical
+    assert table["context_k=5"]["delta_hybrid_ndcg@10"] == 0
+    assert out["results"]["analyzer=standard"]["settings"]["analyzer"] == "standard"
+    assert (
+        table["analyzer=standard"]["bm25_ndcg@10"] == out["results"]["analyzer=standard"]["stages"]["bm25"]["ndcg@10"]
+    )
+
+
+def test_report_writes_markdown_and_plots(beir: Path, settings: Settings, tmp_path: Path) -> None:
+    from es_rag.reporting import write_report
+
+    result = evaluate(beir, settings=settings.replace(reranker_model=None), cache_dir=tmp_path, depth=20)
+    md = write_report(result, tmp_path / "report")
+    text = md.read_text()
+    assert "| bm25 |" in text and "not run" in text and "## Latency per stage" in text
+    for png in ("recall_at_n.png", "ndcg_per_stage.png", "latency_per_stage.png"):
+        assert f"]({png})" in text
+        assert (tmp_path / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "report" / "result.json").read_text())["stages"]["rerank"] is None
+
+
+def test_embedding_cache_never_reencodes(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return np.asarray([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+    cache = EmbeddingCache(tmp_path, "model-a")
+    m1, n1 = cache.embed(["x", "yy"], encode)
+    again = EmbeddingCache(tmp_path, "model-a")
+    m2, n2 = again.embed(["yy", "x", "zzz"], encode)
+    assert (n1, n2) == (2, 1) and calls == [2, 1]
+    assert np.array_equal(m2[:2], m1[::-1])
+    other = EmbeddingCache(tmp_path, "model-b")  # another model never reads model-a's vectors
+    assert other.embed(["x"], encode)[1] == 1

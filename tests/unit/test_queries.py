@@ -1,0 +1,88 @@
+"""Search body builders: channels, identifiers, native rrf/linear, msearch, stored search template."""
+
+from __future__ import annotations
+
+import pytest
+
+from es_rag.assets import search_template_source
+from es_rag.config import Settings
+from es_rag.filters import SearchFilter
+from es_rag.queries import (
+    channel_plan,
+    extract_identifiers,
+    identifier_tokens,
+    native_rrf_body,
+    render_search_template,
+    search_requests,
+    search_template_params,
+)
+
+FLT = SearchFilter("acme", ("support",), metadata={"source_id": ("faq",)})
+VEC = [0.5, -0.25, 0.125, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What does error E1042 mean?", ["E1042"]),
+        ("call sync_engine.start() after ERR-SYNC-42.", ["sync_engine.start()", "ERR-SYNC-42"]),
+        ("getUserName returns null on X200", ["getUserName", "X200"]),
+        ("how do I reset my password", []),
+        ("in 2024 the policy changed", []),
+        ("E1042 and E1042 again", ["E1042"]),
+    ],
+)
+def test_extract_identifiers(query: str, expected: list[str]) -> None:
+    assert extract_identifiers(query) == expected
+
+
+def test_identifier_tokens_mirror_the_pattern_analyzer() -> None:
+    assert identifier_tokens("Run sync_engine.start() -> ERR-1042!") == ["run", "sync_engine", "start", "err", "1042"]
+
+
+def test_channel_plan() -> None:
+    s = Settings()
+    assert channel_plan("reset password", None, s) == ["bm25"]
+    assert channel_plan("reset password", VEC, s) == ["bm25", "dense"]
+    assert channel_plan("error E1042", VEC, s) == ["bm25", "dense", "exact"]
+    assert channel_plan("error E1042", VEC, s.replace(exact_channel="off")) == ["bm25", "dense"]
+
+
+def test_native_body_names_children_and_filters_each() -> None:
+    s = Settings(vector_dims=4, candidate_k=20, num_candidates=40, rerank_k=10)
+    body = native_rrf_body("error E1042", VEC, FLT, s)
+    children = body["retriever"]["rrf"]["retrievers"]
+    names = [next(iter(c.values()))["_name"] for c in children]
+    assert names == ["bm25", "dense", "exact"]
+    assert all(next(iter(c.values()))["filter"] == FLT.to_es() for c in children)
+    assert body["size"] == body["retriever"]["rrf"]["rank_window_size"] == 20
+
+
+def test_linear_body_carries_weights_and_normalizer() -> None:
+    s = Settings(vector_dims=4, fusion_method="linear", channel_weights={"dense": 2.0})
+    lin = native_rrf_body("reset password", VEC, FLT, s)["retriever"]["linear"]
+    assert [e["weight"] for e in lin["retrievers"]] == [1.0, 2.0]
+    assert {e["normalizer"] for e in lin["retrievers"]} == {"minmax"}
+    assert lin["rank_window_size"] == s.candidate_k
+
+
+def test_msearch_has_one_search_per_channel() -> None:
+    (req,) = search_requests("error E1042", VEC, FLT, Settings(vector_dims=4), native=False)
+    assert len(req.body) == 6
+    assert "dis_max" in req.body[5]["query"]["bool"]["must"][0]
+
+
+@pytest.mark.parametrize("query", ["reset password", "what is E1042 in sync_engine.start()"])
+@pytest.mark.parametrize("vsp", [True, False])
+def test_stored_template_renders_to_the_native_body(query: str, vsp: bool) -> None:
+    s = Settings(vector_dims=4)
+    params = search_template_params(query, VEC, FLT, s, vectors_in_source_param=vsp)
+    rendered = render_search_template(search_template_source(), params)
+    assert rendered == native_rrf_body(query, VEC, FLT, s, vectors_in_source_param=vsp)
+
+
+def test_template_escapes_quotes_in_the_query() -> None:
+    s = Settings(vector_dims=4)
+    q = 'he said "stop" \\ now'
+    rendered = render_search_template(search_template_source(), search_template_params(q, VEC, FLT, s))
+    assert rendered["retriever"]["rrf"]["retrievers"][0]["standard"]["query"]["multi_match"]["query"] == q
