@@ -12,7 +12,7 @@ from typing import Any
 
 from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.chunking import StructureChunker
-from es_rag.config import Settings
+from es_rag.config import Settings, VectorMode
 from es_rag.embedding import SentenceTransformerEmbedder
 from es_rag.errors import ConfigError, InputError
 from es_rag.ingest import IngestReport, SourceDoc, decode_source
@@ -74,7 +74,39 @@ def build_backend(settings: Settings, *, es_url: str | None = None, index_dir: s
         from es_rag.backends.elasticsearch import ElasticsearchBackend
 
         return ElasticsearchBackend.connect(es_url, settings)
-    return EmbeddedBackend(index_dir, dims=settings.vector_dims)
+    if settings.vectors is VectorMode.SEMANTIC_TEXT:
+        raise ConfigError(
+            "vector_mode semantic_text chunks and embeds inside Elasticsearch: pass --es URL "
+            "(the embedded backend has client-side vectors only)"
+        )
+    return embedded_backend(settings, index_dir)
+
+
+def embedded_backend(settings: Settings, index_dir: str | Path | None) -> EmbeddedBackend:
+    """The embedded backend mirroring the cluster's BM25 configuration: the same analyzer (``kuromoji``,
+    which has no Python mirror, becomes ``cjk`` bigrams, as documented in ``es_rag.analysis``; an
+    unresolved ``auto`` takes the no-plugin branch), fields, boosts and tie_breaker.
+
+    Args:
+        settings: Settings.
+        index_dir: Embedded index directory (None keeps it in memory).
+    """
+    from es_rag.config import Analyzer
+
+    analyzer = settings.analyzer
+    if analyzer is Analyzer.AUTO:
+        from es_rag.assets import resolve_analyzer
+
+        analyzer = resolve_analyzer(analyzer, plugins=None).analyzer
+    if analyzer is Analyzer.KUROMOJI:
+        analyzer = Analyzer.CJK
+    return EmbeddedBackend(
+        index_dir,
+        dims=settings.vector_dims,
+        analyzer=analyzer,
+        bm25_fields=settings.bm25_fields,
+        tie_breaker=settings.bm25_tie_breaker,
+    )
 
 
 def build_pipeline(settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder) -> RagPipeline:

@@ -1,25 +1,40 @@
-"""Elasticsearch assets (index templates, ingest pipelines) rendered from the jinja2 files that
-ship with the package, and the idempotent setup requests that install them.
+"""Elasticsearch assets (index templates, ingest pipelines, the stored search template) rendered from
+the files that ship with the package, and the idempotent setup requests that install them.
 
 The file name is the asset's id: ``index_templates/component-chunk-mappings.json.j2`` installs as
-component template ``<prefix>-chunk-mappings``. Every asset carries ``_meta.version``.
+component template ``<prefix>-chunk-mappings``, ``search_templates/hybrid.mustache`` as stored script
+``<prefix>-hybrid``. Every JSON asset carries ``_meta.version``; the stored script, which has no
+``_meta``, carries the same number in a leading mustache comment (``{{! es_rag asset_version N }}``).
+
+``Settings.analyzer`` ``auto`` is resolved by :func:`resolve_analyzer` before anything is rendered;
+rendering with ``auto`` unresolved raises :class:`~es_rag.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from es_rag.config import Settings
-from es_rag.errors import EsRagError
+from es_rag.config import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
+from es_rag.errors import ConfigError, EsRagError
 from es_rag.requests import EsRequest
 
-ASSET_VERSION = 3
+ASSET_VERSION = 4
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
+
+CHUNK_PIPELINE_ASSET = {
+    VectorMode.CLIENT: "chunks",
+    VectorMode.INFERENCE: "chunks-inference",
+    VectorMode.SEMANTIC_TEXT: "chunks-semantic",
+}
+"""Ingest pipeline asset of the chunk index per vector mode (installed as ``Settings.pipeline_id``)."""
 
 
 def asset_root() -> Path:
@@ -41,13 +56,105 @@ def _env(root: str) -> jinja2.Environment:
     )
 
 
+KUROMOJI_PLUGIN = "analysis-kuromoji"
+CJK_LANGUAGES = {"ja": "Japanese", "zh": "Chinese", "ko": "Korean"}
+"""Corpus languages (ISO 639-1) for which ``auto`` picks a CJK analyzer over ``standard``."""
+
+
+@dataclass(frozen=True)
+class AnalyzerChoice:
+    """The analyzer ``auto`` resolved to, and why (printed by ``setup`` and ``doctor``).
+
+    Attributes:
+        analyzer: A concrete analyzer (never ``auto``).
+        reason: The rule that picked it, in words.
+    """
+
+    analyzer: Analyzer
+    reason: str
+
+
+def _language_code(language: str | None) -> str | None:
+    if language is None or not str(language).strip():
+        return None
+    code = re.split(r"[-_]", str(language).strip().lower(), maxsplit=1)[0]
+    if not re.fullmatch(r"[a-z]{2,3}", code):
+        raise ConfigError(f"language: {language!r} is not an ISO 639 code such as en, ja, zh, ko (or ja-JP)")
+    return code
+
+
+def resolve_analyzer(
+    analyzer: Analyzer | str, *, plugins: Iterable[str] | None, language: str | None = None
+) -> AnalyzerChoice:
+    """Resolve ``auto`` to a concrete analyzer; any other value is returned as configured.
+
+    The rule (``docs/retrieval.md``, "Text analyzer"):
+
+    * the cluster has the analysis-kuromoji plugin and the corpus language is Japanese (``ja``) or not
+      given -> ``kuromoji`` (Japanese morphology);
+    * else the corpus language is Japanese, Chinese or Korean -> ``cjk`` (bigrams; kuromoji does not
+      segment Chinese or Korean, so those get ``cjk`` even when the plugin is installed);
+    * else -> ``standard``. ``cjk`` would index English as overlapping bigrams, so it is never picked
+      unless the user says the corpus is CJK, and a language given as non-CJK (``--language en``) gets
+      ``standard`` even when kuromoji is installed.
+
+    Args:
+        analyzer: The configured analyzer.
+        plugins: Plugin names installed on the cluster (``Capabilities.analysis_plugins``); None when
+            no cluster was probed (dry run): kuromoji is then assumed absent.
+        language: Corpus language (ISO 639-1: ``en``, ``ja``, ``ja-JP``, ...), or None when unknown.
+
+    Raises:
+        ConfigError: ``language`` is not a language code.
+    """
+    chosen = analyzer if isinstance(analyzer, Analyzer) else Analyzer(str(analyzer).lower())
+    code = _language_code(language)
+    if chosen is not Analyzer.AUTO:
+        return AnalyzerChoice(chosen, f"as configured (--analyzer {chosen.value})")
+    if plugins is None:
+        has_kuromoji = False
+        where = f"no cluster probed ({KUROMOJI_PLUGIN} assumed absent)"
+    else:
+        has_kuromoji = KUROMOJI_PLUGIN in set(plugins)
+        where = f"{KUROMOJI_PLUGIN} {'installed' if has_kuromoji else 'not installed'} on the cluster"
+    lang = f"corpus language {code}" if code else "no --language given"
+    if has_kuromoji and code in (None, "ja"):
+        return AnalyzerChoice(Analyzer.KUROMOJI, f"--analyzer auto, {where}, {lang}")
+    if code in CJK_LANGUAGES:
+        return AnalyzerChoice(Analyzer.CJK, f"--analyzer auto, {where}, {lang} ({CJK_LANGUAGES[code]}): cjk bigrams")
+    hint = "" if code else "; a Japanese/CJK corpus needs --language ja|zh|ko"
+    return AnalyzerChoice(Analyzer.STANDARD, f"--analyzer auto, {where}, {lang}{hint}")
+
+
+def resolved_settings(settings: Settings, *, plugins: Iterable[str] | None, language: str | None = None) -> Settings:
+    """``settings`` with ``analyzer`` ``auto`` resolved by :func:`resolve_analyzer` (else unchanged).
+
+    Args:
+        settings: Settings, possibly with ``analyzer=auto``.
+        plugins: Installed plugin names, or None when no cluster was probed.
+        language: Corpus language, or None.
+    """
+    if settings.analyzer is not Analyzer.AUTO:
+        return settings
+    return settings.replace(analyzer=resolve_analyzer(settings.analyzer, plugins=plugins, language=language).analyzer)
+
+
 def _context(settings: Settings) -> dict[str, Any]:
+    if settings.analyzer is Analyzer.AUTO:
+        raise ConfigError(
+            "analyzer 'auto' must be resolved before assets are rendered: use "
+            "es_rag.assets.resolved_settings(settings, plugins=..., language=...) (es-rag setup probes the "
+            "cluster for it), or pass a concrete --analyzer (standard, english, cjk, kuromoji)"
+        )
     return {
         "index_prefix": settings.index_prefix,
         "vector_dims": settings.vector_dims,
         "similarity": settings.similarity.value,
         "analyzer": settings.analyzer.value,
         "inference_id": settings.inference_id,
+        "vector_mode": settings.vectors.value,
+        "semantic_field": SEMANTIC_FIELD,
+        "chunking_settings": settings.semantic_chunking_settings(),
         "pipeline_id": settings.pipeline_id,
         "asset_version": ASSET_VERSION,
     }
@@ -84,7 +191,7 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         EsRequest(
             "PUT",
             f"_ingest/pipeline/{settings.pipeline_id}",
-            render_asset("ingest_pipelines", "chunks-inference" if settings.inference_id else "chunks", settings),
+            render_asset("ingest_pipelines", CHUNK_PIPELINE_ASSET[settings.vectors], settings),
         ),
         EsRequest("PUT", f"_ingest/pipeline/{p}-parents", render_asset("ingest_pipelines", "parents", settings)),
         EsRequest(
@@ -106,8 +213,31 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         EsRequest("PUT", f"_index_template/{p}-parents", render_asset("index_templates", "index-parents", settings)),
         # version registry (es_rag.versioning): one document per tenant, read by every retriever's terms lookup
         EsRequest("PUT", f"_index_template/{p}-versions", render_asset("index_templates", "index-versions", settings)),
+        # stored hybrid search template (_search/template for apps and Kibana), see search_template_requests
+        *search_template_requests(settings),
     ]
     return reqs
+
+
+def setup_paths(settings: Settings) -> list[str]:
+    """The path of every :func:`setup_requests` request, in order, without rendering any asset (so it
+    also works with ``analyzer=auto`` unresolved); ``doctor`` GETs each to read the installed version.
+
+    Args:
+        settings: Gives the prefix and the chunk pipeline id.
+    """
+    p = settings.index_prefix
+    return [
+        f"_ingest/pipeline/{settings.pipeline_id}",
+        f"_ingest/pipeline/{p}-parents",
+        f"_component_template/{p}-chunk-settings",
+        f"_component_template/{p}-chunk-mappings",
+        f"_component_template/{p}-parent-mappings",
+        f"_index_template/{p}-chunks",
+        f"_index_template/{p}-parents",
+        f"_index_template/{p}-versions",
+        f"_scripts/{search_template_id(settings)}",
+    ]
 
 
 def index_creation_requests(settings: Settings) -> list[EsRequest]:
@@ -132,12 +262,29 @@ def search_template_source() -> str:
     return path.read_text(encoding="utf-8")
 
 
+SCRIPT_VERSION_RE = re.compile(r"\{\{!\s*es_rag asset_version (\d+)\s*\}\}")
+"""The version marker leading the stored script's source (a stored script has no ``_meta``)."""
+
+
+def search_template_id(settings: Settings) -> str:
+    """Id of the stored hybrid search template (``<prefix>-hybrid``).
+
+    Args:
+        settings: Gives the prefix.
+    """
+    return f"{settings.index_prefix}-hybrid"
+
+
 def search_template_requests(settings: Settings) -> list[EsRequest]:
     """``PUT _scripts/<prefix>-hybrid``: the stored mustache template apps and Kibana call through
     ``_search/template`` (native ``rrf``; needs an Enterprise/trial licence like the rrf retriever).
 
+    The stored source is ``search_templates/hybrid.mustache`` behind a mustache comment carrying
+    :data:`ASSET_VERSION` (``{{! es_rag asset_version N }}``), which ``doctor`` reads back.
+
     Args:
         settings: Gives the prefix (template id).
     """
-    body = {"script": {"lang": "mustache", "source": search_template_source()}}
-    return [EsRequest("PUT", f"_scripts/{settings.index_prefix}-hybrid", body)]
+    source = f"{{{{! es_rag asset_version {ASSET_VERSION} }}}}\n{search_template_source()}"
+    body = {"script": {"lang": "mustache", "source": source}}
+    return [EsRequest("PUT", f"_scripts/{search_template_id(settings)}", body)]

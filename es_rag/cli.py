@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from es_rag import __version__
-from es_rag.config import Analyzer, FusionMode, Settings, Similarity
+from es_rag.config import Analyzer, FusionMode, Settings, Similarity, VectorMode
 from es_rag.errors import ClusterError, EsRagError
 
 DEFAULT_INDEX_DIR = ".es_rag/index"
@@ -36,9 +36,38 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         "--analyzer",
         choices=[a.value for a in Analyzer],
         default=d.analyzer.value,
-        help="text analyzer; kuromoji needs the analysis-kuromoji plugin (%(default)s)",
+        help="text analyzer; kuromoji needs the analysis-kuromoji plugin; auto = kuromoji when the cluster has "
+        "that plugin, else cjk for --language ja|zh|ko, else standard (probed by setup/doctor --es; without a "
+        "cluster auto takes the no-plugin branch) (%(default)s)",
+    )
+    g.add_argument(
+        "--language",
+        default=None,
+        metavar="CODE",
+        help="corpus language (ISO 639-1: en, ja, zh, ko, ...), read by --analyzer auto; a non-CJK language "
+        "always gives standard (unset)",
     )
     g.add_argument("--inference-id", default=None, help="inference endpoint: vectors computed by the ingest pipeline")
+    g.add_argument(
+        "--vector-mode",
+        choices=[m.value for m in VectorMode],
+        default=None,
+        help="client | inference (ingest-pipeline inference processor) | semantic_text (Enterprise: server-side "
+        "chunking + embedding, semantic query); default: inference when --inference-id is set, else client",
+    )
+    g.add_argument(
+        "--semantic-chunking",
+        default=d.semantic_chunking,
+        help="semantic_text chunking_settings.strategy: sentence, word, none, or 'endpoint' for the endpoint's "
+        "own (%(default)s)",
+    )
+    g.add_argument("--semantic-max-chunk-size", type=int, default=d.semantic_max_chunk_size, help="words (%(default)s)")
+    g.add_argument(
+        "--semantic-overlap",
+        type=int,
+        default=d.semantic_overlap,
+        help="sentence: 0/1 sentences, word: words (%(default)s)",
+    )
     g.add_argument(
         "--reranker",
         default=d.reranker_model,
@@ -69,6 +98,241 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         default=d.chunk_overlap,
         help="token overlap inside over-long sentences (%(default)s)",
     )
+    _add_retrieval_knobs(p, d)
+
+
+def _off_or(kind: type) -> Any:
+    """argparse type: ``off``/``none`` -> None, else ``kind(value)``."""
+
+    def parse(value: str) -> Any:
+        if value.strip().lower() in ("off", "none"):
+            return None
+        try:
+            return kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} or 'off', got {value!r}") from None
+
+    parse.__name__ = f"{kind.__name__}-or-off"
+    return parse
+
+
+def _shown(value: object) -> str:
+    """A default as ``--help`` shows it: None is ``off``."""
+    return "off" if value is None else str(value)
+
+
+def _key_floats(value: str) -> dict[str, float]:
+    """argparse type: ``a=1,b=2.5`` -> ``{"a": 1.0, "b": 2.5}``."""
+    out: dict[str, float] = {}
+    for part in (x.strip() for x in value.split(",")):
+        if not part:
+            continue
+        key, sep, number = part.rpartition("=")
+        try:
+            if not sep or not key:
+                raise ValueError
+            out[key.strip()] = float(number)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=NUMBER[,NAME=NUMBER...], got {part!r}") from None
+    return out
+
+
+def _add_retrieval_knobs(p: argparse.ArgumentParser, d: Settings) -> None:
+    """Fusion, dedup, rerank, gate, business, selection, expansion and packing options (``Settings``)."""
+    from es_rag.selection import LAMBDA_PRESETS
+
+    g = p.add_argument_group("fusion and post-retrieval")
+    g.add_argument(
+        "--fusion-method",
+        choices=["rrf", "linear"],
+        default=d.fusion_method,
+        help="rrf (rank fusion) or linear (weighted sum of per-channel normalised scores) (%(default)s)",
+    )
+    g.add_argument(
+        "--score-normalizer",
+        choices=["minmax", "l2_norm", "none", "zscore"],
+        default=d.score_normalizer,
+        help="per-channel normaliser of linear fusion; zscore exists only client-side (%(default)s)",
+    )
+    g.add_argument(
+        "--channel-weights",
+        type=_key_floats,
+        default=None,
+        metavar="CH=W,...",
+        help="weight per channel (bm25, dense, exact) in rrf or linear fusion, e.g. bm25=1,dense=2 (all 1)",
+    )
+    g.add_argument(
+        "--exact-channel",
+        choices=["auto", "off"],
+        default=d.exact_channel,
+        help="auto: add the exact-match channel when the query holds identifiers like E1042 (%(default)s)",
+    )
+    g.add_argument(
+        "--dedup-overlap",
+        type=_off_or(float),
+        default=d.dedup_adjacent_overlap,
+        metavar="SHARE|off",
+        help="drop a chunk overlapping a kept chunk of the same source version by this share of the shorter "
+        f"span ({_shown(d.dedup_adjacent_overlap)})",
+    )
+    g.add_argument(
+        "--dedup-near",
+        type=_off_or(float),
+        default=d.dedup_near_threshold,
+        metavar="JACCARD|off",
+        help=f"drop a chunk whose word 3-shingle Jaccard with a kept chunk is at least this "
+        f"({_shown(d.dedup_near_threshold)})",
+    )
+    g.add_argument(
+        "--rerank-backend",
+        choices=["torch", "int8", "onnx"],
+        default=d.rerank_backend,
+        help="cross-encoder backend: torch, int8 (dynamic quantisation), onnx (needs the onnx extra) (%(default)s)",
+    )
+    g.add_argument(
+        "--rerank-timeout",
+        type=_off_or(float),
+        default=d.rerank_timeout,
+        metavar="SECONDS|off",
+        help=f"abandon a rerank call after this and keep the fused order ({_shown(d.rerank_timeout)})",
+    )
+    g.add_argument(
+        "--rerank-batch-size",
+        type=int,
+        default=d.rerank_batch_size,
+        help="(query, passage) windows per forward pass (%(default)s)",
+    )
+    g.add_argument(
+        "--rerank-threshold",
+        type=_off_or(float),
+        default=d.rerank_threshold,
+        metavar="P|off",
+        help="calibrated relevance below which the gate drops a hit (no-answer when none passes); "
+        "default: the model directory's calibration file, else no threshold",
+    )
+    g.add_argument(
+        "--gate-cliff",
+        type=_off_or(float),
+        default=d.gate_cliff,
+        metavar="DROP|off",
+        help=f"cut the reranked list after the first score drop of at least this ({_shown(d.gate_cliff)})",
+    )
+    g.add_argument(
+        "--gate-margin",
+        type=_off_or(float),
+        default=d.gate_margin,
+        metavar="MARGIN|off",
+        help=f"keep only top-1 when it beats top-2 by at least this ({_shown(d.gate_margin)})",
+    )
+    g.add_argument(
+        "--source-tiers",
+        type=_key_floats,
+        default=None,
+        metavar="GLOB=BOOST,...",
+        help="business boost per source_id glob, e.g. 'handbook*=0.2,legacy-*=-0.3' (none)",
+    )
+    g.add_argument(
+        "--freshness-weight",
+        type=float,
+        default=d.freshness_weight,
+        help="boost of a source dated today (source_version as ISO date), halved every "
+        "--freshness-half-life-days; 0 disables (%(default)s)",
+    )
+    g.add_argument("--freshness-half-life-days", type=float, default=d.freshness_half_life_days, help="(%(default)s)")
+    g.add_argument(
+        "--latest-version-boost",
+        type=float,
+        default=d.latest_version_boost,
+        help="boost of the newest version among one source's candidates (%(default)s)",
+    )
+    mmr = g.add_mutually_exclusive_group()
+    mmr.add_argument(
+        "--mmr-lambda",
+        type=float,
+        default=None,
+        help=f"MMR trade-off, 1.0 = pure relevance, 0.0 = pure diversity ({d.mmr_lambda})",
+    )
+    mmr.add_argument(
+        "--mmr-preset",
+        choices=list(LAMBDA_PRESETS),
+        default=None,
+        help="named MMR lambda: " + ", ".join(f"{k}={v}" for k, v in LAMBDA_PRESETS.items()),
+    )
+    g.add_argument(
+        "--max-chunks-per-source",
+        type=int,
+        default=d.max_chunks_per_source,
+        help="per-source cap in selection (%(default)s)",
+    )
+    g.add_argument(
+        "--max-chunks-per-parent",
+        type=_off_or(int),
+        default=d.max_chunks_per_parent,
+        metavar="N|off",
+        help=f"per-parent-section cap in selection ({_shown(d.max_chunks_per_parent)})",
+    )
+    g.add_argument(
+        "--expand",
+        choices=["none", "parent", "neighbors"],
+        default=d.expansion,
+        help="after selection: parent (swap a child for its section) or neighbors (add adjacent children), "
+        "under the same hard filter (%(default)s)",
+    )
+    g.add_argument(
+        "--expand-neighbors",
+        type=int,
+        default=d.expand_neighbors,
+        help="children fetched on each side with --expand neighbors (%(default)s)",
+    )
+    g.add_argument(
+        "--expand-max-parent-tokens",
+        type=int,
+        default=d.expand_max_parent_tokens,
+        help="a parent longer than this is not swapped in with --expand parent (%(default)s)",
+    )
+    g.add_argument(
+        "--pack-tokenizer",
+        default=d.pack_tokenizer,
+        metavar="MODEL_OR_DIR",
+        help="tokenizer of the target LLM counting --token-budget (default: the embedding model's)",
+    )
+
+
+def _knob_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`_add_retrieval_knobs` options as ``Settings`` fields (options a parser lacks are skipped)."""
+    from es_rag.selection import lambda_for
+
+    names = {
+        "fusion_method": "fusion_method",
+        "score_normalizer": "score_normalizer",
+        "exact_channel": "exact_channel",
+        "dedup_overlap": "dedup_adjacent_overlap",
+        "dedup_near": "dedup_near_threshold",
+        "rerank_backend": "rerank_backend",
+        "rerank_timeout": "rerank_timeout",
+        "rerank_batch_size": "rerank_batch_size",
+        "rerank_threshold": "rerank_threshold",
+        "gate_cliff": "gate_cliff",
+        "gate_margin": "gate_margin",
+        "freshness_weight": "freshness_weight",
+        "freshness_half_life_days": "freshness_half_life_days",
+        "latest_version_boost": "latest_version_boost",
+        "max_chunks_per_source": "max_chunks_per_source",
+        "max_chunks_per_parent": "max_chunks_per_parent",
+        "expand": "expansion",
+        "expand_neighbors": "expand_neighbors",
+        "expand_max_parent_tokens": "expand_max_parent_tokens",
+        "pack_tokenizer": "pack_tokenizer",
+    }
+    values = {field: getattr(args, dest) for dest, field in names.items() if hasattr(args, dest)}
+    for dest in ("channel_weights", "source_tiers"):
+        if getattr(args, dest, None) is not None:
+            values[dest] = getattr(args, dest)
+    if getattr(args, "mmr_preset", None):
+        values["mmr_lambda"] = lambda_for(args.mmr_preset)
+    elif getattr(args, "mmr_lambda", None) is not None:
+        values["mmr_lambda"] = args.mmr_lambda
+    return values
 
 
 def _add_target_args(p: argparse.ArgumentParser, *, es_required: bool = False) -> None:
@@ -169,20 +433,29 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not load the embedding model; use a unit-vector placeholder of --vector-dims",
     )
+    p.add_argument(
+        "--template",
+        action="store_true",
+        help="print the _search/template call of the stored hybrid template (with its params) instead",
+    )
     _add_principal_args(p, required=True)
     _add_settings_args(p)
 
-    p = sub.add_parser("setup", help="install ingest pipelines and index templates (idempotent)")
+    p = sub.add_parser(
+        "setup", help="install ingest pipelines, index templates and the stored search template (idempotent)"
+    )
     p.add_argument("--es", metavar="URL", default=None)
     p.add_argument("--dry-run", action="store_true", help="print the requests instead of sending them")
     p.add_argument("--format", choices=["console", "json"], default="console")
     p.add_argument("--no-create-indices", action="store_true", help="only install templates and pipelines")
     _add_settings_args(p)
+    p.set_defaults(analyzer=Analyzer.AUTO.value)  # setup resolves auto against the cluster's plugins
 
     p = sub.add_parser("doctor", help="what the cluster (or this machine) supports and which path each stage takes")
     p.add_argument("--es", metavar="URL", default=None)
     p.add_argument("--json", action="store_true")
     _add_settings_args(p)
+    p.set_defaults(analyzer=Analyzer.AUTO.value)  # as setup: reports what auto resolves to
 
     p = sub.add_parser("chunk", help="print the chunk documents ingest would write, without indexing")
     p.add_argument("paths", nargs="+", metavar="PATH")
@@ -252,11 +525,13 @@ def _bm25_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = False, **overrides: Any) -> Settings:
     """Settings from the shared options.
 
     Args:
         args: Parsed arguments.
+        keep_auto_analyzer: Leave ``--analyzer auto`` unresolved (``setup``/``doctor`` resolve it against
+            the cluster); otherwise it takes :func:`es_rag.assets.resolve_analyzer`'s no-plugin branch.
         **overrides: Extra fields.
     """
     reranker = None if str(args.reranker).lower() in ("none", "") else args.reranker
@@ -267,6 +542,12 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
         similarity=args.similarity,
         analyzer=args.analyzer,
         inference_id=args.inference_id,
+        vector_mode=getattr(args, "vector_mode", None),
+        semantic_chunking=None
+        if getattr(args, "semantic_chunking", "sentence") == "endpoint"
+        else getattr(args, "semantic_chunking", "sentence"),
+        semantic_max_chunk_size=getattr(args, "semantic_max_chunk_size", 250),
+        semantic_overlap=getattr(args, "semantic_overlap", 1),
         reranker_model=reranker,
         candidate_k=args.candidate_k,
         num_candidates=max(args.num_candidates, args.candidate_k),
@@ -277,10 +558,17 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
         chunk_max_tokens=args.chunk_max_tokens,
         chunk_overlap=args.chunk_overlap,
     )
+    values.update(_knob_values(args))
     if getattr(args, "fusion", None):
         values["fusion"] = args.fusion
     values.update(overrides)
-    return Settings(**values)
+    settings = Settings(**values)
+    if settings.analyzer is Analyzer.AUTO and not keep_auto_analyzer:
+        # Only setup/doctor probe a cluster; everywhere else auto takes the rule's no-plugin branch.
+        from es_rag.assets import resolved_settings
+
+        settings = resolved_settings(settings, plugins=None, language=getattr(args, "language", None))
+    return settings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +605,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     embedder = build_embedder(settings, show_progress=_progress())
     index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
     backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
-    use_embedder = None if (args.es and settings.inference_id) else embedder
+    use_embedder = None if (args.es and settings.vectors is not VectorMode.CLIENT) else embedder
     from es_rag.chunking import make_chunker
 
     chunker = make_chunker(
@@ -335,6 +623,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         backend=backend,
         report=report,
         progress=_progress(),
+        server_chunking=settings.vectors is VectorMode.SEMANTIC_TEXT,
     )
     if hasattr(backend, "save"):
         backend.save()
@@ -347,6 +636,10 @@ def _print_result(result: Any) -> None:
     from es_rag.pipeline import format_trace, summarize_hits
 
     print(f"\n=== query: {result.query}")
+    print(f"status: {result.status}")
+    print(f"gate decision: {result.status_basis or result.trace.paths.get('gate', '-')}")
+    if result.no_sufficient_evidence:
+        print("(the calibrated gate found no hit good enough to answer from: answer 'not found', do not guess)")
     if not result.hits:
         print("(no evidence selected)")
     for line in summarize_hits(result.hits):
@@ -396,7 +689,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
         args: Parsed arguments.
     """
     from es_rag.filters import SearchFilter
-    from es_rag.queries import search_requests
     from es_rag.requests import render
     from es_rag.versioning import VersionGate, registry_index
 
@@ -411,34 +703,101 @@ def cmd_explain(args: argparse.Namespace) -> int:
         from es_rag.app import build_embedder
 
         vector = build_embedder(settings).embed_query(args.query).tolist()
-    vectors_param = True
-    paths: list[bool]
-    if args.es:
-        from es_rag.backends.elasticsearch import ElasticsearchBackend
+    if args.template:
+        sections = [_template_section(args.query, vector, flt, settings)]
+    else:
+        vectors_param = True
+        paths: list[bool]
+        if args.es:
+            from es_rag.backends.elasticsearch import ElasticsearchBackend
 
-        backend = ElasticsearchBackend.connect(args.es, settings)
-        vectors_param = backend.probe().vectors_in_source_param
-        paths = [backend.fusion_path() == "native"]
-    elif settings.fusion is FusionMode.AUTO:
-        paths = [True, False]
-    else:
-        paths = [settings.fusion is FusionMode.NATIVE]
-    chunks = []
-    requests = []
-    for native in paths:
-        reqs = search_requests(args.query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
-        requests.extend(reqs)
-        label = (
-            "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
-            if native
-            else "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)"
-        )
-        chunks.append(label + "\n" + render(reqs, "console"))
+            backend = ElasticsearchBackend.connect(args.es, settings)
+            vectors_param = backend.probe().vectors_in_source_param
+            paths = [backend.fusion_path() == "native"]
+        elif settings.fusion is FusionMode.AUTO:
+            paths = [True, False]
+        else:
+            paths = [settings.fusion is FusionMode.NATIVE]
+        sections = explain_sections(args.query, vector, flt, settings, paths=paths, vectors_param=vectors_param)
     if args.format == "json":
-        print(render(requests, "json"))
+        print(render([r for _, reqs in sections for r in reqs], "json"))
     else:
-        print("\n".join(chunks), end="")
+        blocks = ["".join(f"# {c}\n" for c in comments) + render(reqs, "console") for comments, reqs in sections]
+        print("\n".join(blocks), end="")
     return 0
+
+
+_CHANNEL_LABEL = {"bm25": "BM25", "dense": "kNN", "exact": "exact"}
+
+
+def explain_sections(
+    query: str,
+    vector: Any,
+    flt: Any,
+    settings: Settings,
+    *,
+    paths: Sequence[bool],
+    vectors_param: bool = True,
+) -> list[tuple[list[str], list[Any]]]:
+    """``(comment lines, requests)`` per fusion path ``explain`` prints, chosen as
+    :meth:`~es_rag.backends.elasticsearch.ElasticsearchBackend.retrieve` chooses: a single channel or a
+    client-only normaliser (``zscore``) never takes the native path.
+
+    Args:
+        query: The query.
+        vector: The query vector.
+        flt: Hard filter (with the version gate).
+        settings: Fusion method, normaliser, weights, exact channel.
+        paths: Native (True) and/or client (False), in print order.
+        vectors_param: See :func:`es_rag.queries.source_spec`.
+    """
+    from es_rag.queries import EXACT_FIELDS, channel_plan, extract_identifiers, native_supported, search_requests
+
+    plan = channel_plan(query, vector, settings)
+    notes: list[str] = []
+    if "exact" in plan:
+        notes.append(
+            f"exact channel: identifiers {extract_identifiers(query)} as match_phrase on {', '.join(EXACT_FIELDS)}"
+        )
+    if True in paths and (len(plan) < 2 or not native_supported(settings)):
+        why = "one channel" if len(plan) < 2 else f"normalizer {settings.score_normalizer} is client-only"
+        notes.append(f"native fusion not used ({why}): client path only")
+        paths = [False]
+    if settings.channel_weights:
+        given = ", ".join(f"{c}={w}" for c, w in settings.channel_weights.items())
+        notes.append(f"channel weights: {given} (any other channel 1.0)")
+    method = settings.fusion_method
+    channels = " + ".join(_CHANNEL_LABEL[c] for c in plan)
+    sections: list[tuple[list[str], list[Any]]] = []
+    for native in paths:
+        reqs = search_requests(query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
+        if native and method == "rrf":
+            label = "native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
+        elif native:
+            label = (
+                f"native fusion: linear retriever, normalizer {settings.score_normalizer} "
+                "(Enterprise/trial licence, Elasticsearch >= 9.1)"
+            )
+        else:
+            fused = "RRF" if method == "rrf" else f"linear fusion ({settings.score_normalizer})"
+            label = f"client fusion: one _msearch ({channels}), fused by es_rag's {fused} (any licence)"
+        sections.append(([*notes, label] if not sections else [label], reqs))
+    return sections
+
+
+def _template_section(query: str, vector: Any, flt: Any, settings: Settings) -> tuple[list[str], list[Any]]:
+    """The ``_search/template`` call of the stored hybrid template, with what it does and does not do."""
+    from es_rag.assets import search_template_id
+    from es_rag.queries import extract_identifiers, search_template_request
+
+    exact = " + exact" if settings.exact_channel == "auto" and extract_identifiers(query) else ""
+    comments = [
+        f"stored search template {search_template_id(settings)} (installed by es-rag setup): native rrf over "
+        f"bm25 + dense{exact} with the filter in every child (Enterprise/trial licence)"
+    ]
+    if settings.fusion_method != "rrf" or settings.channel_weights:
+        comments.append("the template fuses with unweighted rrf: --fusion-method/--channel-weights are not templated")
+    return comments, [search_template_request(query, vector, flt, settings)]
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
@@ -447,19 +806,34 @@ def cmd_setup(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.assets import index_creation_requests, setup_requests
+    from es_rag.assets import index_creation_requests, resolve_analyzer, setup_requests
     from es_rag.requests import render
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, keep_auto_analyzer=True)
+    backend = None
+    if args.es:
+        from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+        backend = ElasticsearchBackend.connect(args.es, settings)
+    if not args.dry_run and backend is None:
+        raise EsRagError("setup needs --es URL (or --dry-run to print the requests)")
+    # --analyzer auto: probe the cluster's plugins (read-only GETs), or without one take the no-plugin branch
+    plugins = backend.probe().analysis_plugins if backend is not None else None
+    choice = resolve_analyzer(settings.analyzer, plugins=plugins, language=args.language)
+    note = f"analyzer {choice.analyzer.value}: {choice.reason}"
+    settings = settings.replace(analyzer=choice.analyzer)
     if args.dry_run:
         reqs = setup_requests(settings) + ([] if args.no_create_indices else index_creation_requests(settings))
-        print(render(reqs, args.format), end="" if args.format == "console" else "\n")
+        if args.format == "console":
+            print(f"# {note}")
+            print(render(reqs, "console"), end="")
+        else:
+            print(f"es-rag setup: {note}", file=sys.stderr)
+            print(render(reqs, "json"))
         return 0
-    if not args.es:
-        raise EsRagError("setup needs --es URL (or --dry-run to print the requests)")
-    from es_rag.backends.elasticsearch import ElasticsearchBackend
-
-    backend = ElasticsearchBackend.connect(args.es, settings)
+    assert backend is not None
+    backend.settings = settings
+    print(note)
     for row in backend.setup(create_indices=not args.no_create_indices):
         print(f"{row['request']}: {row['acknowledged']}")
     return 0
@@ -471,12 +845,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, keep_auto_analyzer=bool(args.es))
     report: dict[str, Any]
     if args.es:
         from es_rag.backends.elasticsearch import ElasticsearchBackend
 
-        report = ElasticsearchBackend.connect(args.es, settings).doctor()
+        report = ElasticsearchBackend.connect(args.es, settings).doctor(language=args.language)
     else:
         report = local_doctor(settings)
     if args.json:

@@ -35,6 +35,31 @@ class FusionMode(str, Enum):
         return parsed
 
 
+class VectorMode(str, Enum):
+    """Where vectors come from.
+
+    * ``client``: es_rag embeds chunks and queries with sentence-transformers (any licence);
+    * ``inference``: the ``chunks-inference`` ingest pipeline's ``inference`` processor embeds each
+      client-made chunk into ``vector`` with ``inference_id``; queries are still embedded client-side
+      and searched with ``knn``;
+    * ``semantic_text``: the Enterprise path -- es_rag writes whole sections, Elasticsearch chunks and
+      embeds them into a ``semantic_text`` field with ``inference_id`` and searches it with the
+      ``semantic`` query (query embedded server-side).
+    """
+
+    CLIENT = "client"
+    INFERENCE = "inference"
+    SEMANTIC_TEXT = "semantic_text"
+
+
+SEMANTIC_FIELD = "semantic"
+"""The ``semantic_text`` field of the chunk mapping in ``vector_mode=semantic_text`` (the ``semantic``
+query's ``field``); the ``chunks-semantic`` pipeline fills it with the text the model reads."""
+
+SEMANTIC_CHUNKING_STRATEGIES = ("sentence", "word", "none")
+"""``chunking_settings.strategy`` values es_rag renders into the ``semantic_text`` mapping."""
+
+
 class Similarity(str, Enum):
     """dense_vector similarity."""
 
@@ -45,8 +70,14 @@ class Similarity(str, Enum):
 
 
 class Analyzer(str, Enum):
-    """Analyzer for text fields. ``kuromoji`` needs the analysis-kuromoji plugin."""
+    """Analyzer for text fields. ``kuromoji`` needs the analysis-kuromoji plugin.
 
+    ``auto`` is resolved once, at setup, by :func:`es_rag.assets.resolve_analyzer`: ``kuromoji`` when
+    the cluster has the analysis-kuromoji plugin, else ``cjk`` when the corpus language is Japanese,
+    Chinese or Korean, else ``standard``. Assets are never rendered with ``auto`` unresolved.
+    """
+
+    AUTO = "auto"
     STANDARD = "standard"
     ENGLISH = "english"
     CJK = "cjk"
@@ -77,11 +108,21 @@ class Settings:
         embedding_model: sentence-transformers model name or local path.
         vector_dims: Dimension of the embedding vectors.
         similarity: dense_vector similarity.
-        analyzer: Analyzer of text fields.
+        analyzer: Analyzer of text fields; ``auto`` is resolved against the cluster at setup
+            (:func:`es_rag.assets.resolve_analyzer`).
         bm25_fields: Fields (``name^boost``) of the BM25 ``multi_match``; the embedded backend mirrors them.
         bm25_tie_breaker: ``multi_match`` ``best_fields`` tie_breaker: the best field's score plus this
             times every other matching field's score (0 = best field only).
         inference_id: Inference endpoint id; when set, ingest computes vectors in Elasticsearch.
+        vector_mode: ``client``, ``inference`` or ``semantic_text`` (:class:`VectorMode`); None (default)
+            means ``inference`` when ``inference_id`` is set, else ``client``. Read the resolved mode
+            from :attr:`vectors`.
+        semantic_chunking: ``chunking_settings.strategy`` of the ``semantic_text`` field: ``sentence``,
+            ``word`` or ``none`` (no chunking: one embedding per section); None leaves the inference
+            endpoint's own chunking settings in force.
+        semantic_max_chunk_size: ``max_chunk_size`` in words (``sentence``: 20-300, ``word``: 10-300).
+        semantic_overlap: ``sentence_overlap`` (0 or 1 sentences) for ``sentence``, ``overlap`` in words
+            (at most half of ``semantic_max_chunk_size``) for ``word``.
         reranker_model: Cross-encoder model name or local path; ``None`` disables reranking.
         candidate_k: Candidates per retrieval channel; also the RRF ``rank_window_size``.
         num_candidates: kNN ``num_candidates`` per shard (>= candidate_k).
@@ -143,6 +184,10 @@ class Settings:
     bm25_fields: tuple[str, ...] = ("title^2", "heading_path^1.5", "text")
     bm25_tie_breaker: float = 0.0
     inference_id: str | None = None
+    vector_mode: VectorMode | None = None
+    semantic_chunking: str | None = "sentence"
+    semantic_max_chunk_size: int = 250
+    semantic_overlap: int = 1
     reranker_model: str | None = DEFAULT_RERANKER_MODEL
     candidate_k: int = 50
     num_candidates: int = 100
@@ -252,9 +297,66 @@ class Settings:
             )
         if self.exact_channel not in ("auto", "off"):
             raise ConfigError(f"exact_channel: invalid value {self.exact_channel!r}; valid values: auto, off")
+        self._validate_vectors()
         self._validate_post_retrieval()
         if self.request_timeout <= 0:
             raise ConfigError(f"request_timeout: must be > 0, got {self.request_timeout}")
+
+    def _validate_vectors(self) -> None:
+        """Checks of ``vector_mode``, ``inference_id`` and the ``semantic_text`` chunking settings."""
+        if self.vector_mode is not None:
+            object.__setattr__(self, "vector_mode", _parse_enum(VectorMode, self.vector_mode, "vector_mode"))
+        mode = self.vectors
+        if mode is VectorMode.CLIENT and self.inference_id:
+            raise ConfigError(
+                f"vector_mode client: inference_id {self.inference_id!r} would be unused; "
+                "use vector_mode inference or semantic_text, or drop inference_id"
+            )
+        if mode is not VectorMode.CLIENT and not self.inference_id:
+            raise ConfigError(f"vector_mode {mode.value}: needs inference_id (an inference endpoint of the cluster)")
+        strategy = self.semantic_chunking
+        if strategy is not None and strategy not in SEMANTIC_CHUNKING_STRATEGIES:
+            raise ConfigError(
+                f"semantic_chunking: invalid value {strategy!r}; valid values: "
+                f"{', '.join(SEMANTIC_CHUNKING_STRATEGIES)} (or None for the endpoint's own settings)"
+            )
+        size, overlap = self.semantic_max_chunk_size, self.semantic_overlap
+        for name, value in (("semantic_max_chunk_size", size), ("semantic_overlap", overlap)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}")
+        # Limits enforced by Elasticsearch's SentenceBoundaryChunkingSettings / WordBoundaryChunkingSettings.
+        if strategy == "sentence":
+            if not 20 <= size <= 300:
+                raise ConfigError(f"semantic_max_chunk_size: sentence chunking needs 20..300 words, got {size}")
+            if overlap not in (0, 1):
+                raise ConfigError(f"semantic_overlap: sentence chunking allows 0 or 1 sentences, got {overlap}")
+        elif strategy == "word":
+            if not 10 <= size <= 300:
+                raise ConfigError(f"semantic_max_chunk_size: word chunking needs 10..300 words, got {size}")
+            if overlap > size // 2:
+                raise ConfigError(
+                    f"semantic_overlap: word chunking allows at most half of max_chunk_size ({size // 2}), "
+                    f"got {overlap}"
+                )
+
+    @property
+    def vectors(self) -> VectorMode:
+        """The resolved vector mode: ``vector_mode``, else ``inference`` when ``inference_id`` is set,
+        else ``client``."""
+        if self.vector_mode is not None:
+            return VectorMode(self.vector_mode)
+        return VectorMode.INFERENCE if self.inference_id else VectorMode.CLIENT
+
+    def semantic_chunking_settings(self) -> dict[str, Any] | None:
+        """The ``chunking_settings`` object of the ``semantic_text`` mapping, or None (endpoint defaults)."""
+        strategy = self.semantic_chunking
+        if strategy is None:
+            return None
+        if strategy == "none":
+            return {"strategy": "none"}
+        body: dict[str, Any] = {"strategy": strategy, "max_chunk_size": self.semantic_max_chunk_size}
+        body["sentence_overlap" if strategy == "sentence" else "overlap"] = self.semantic_overlap
+        return body
 
     def _validate_post_retrieval(self) -> None:
         """Checks of the dedup / rerank / gate / business / expansion / packing knobs."""
@@ -317,7 +419,8 @@ class Settings:
     @property
     def pipeline_id(self) -> str:
         """Ingest pipeline that every chunk write goes through."""
-        return f"{self.index_prefix}-chunks" + ("-inference" if self.inference_id else "")
+        suffix = {VectorMode.CLIENT: "", VectorMode.INFERENCE: "-inference", VectorMode.SEMANTIC_TEXT: "-semantic"}
+        return f"{self.index_prefix}-chunks" + suffix[self.vectors]
 
     def replace(self, **changes: Any) -> Settings:
         """Return a copy with ``changes`` applied and validated again.

@@ -290,6 +290,18 @@ def chunk_documents(
     return children, parents
 
 
+def section_units(children: Sequence[Chunk], parents: Sequence[Chunk]) -> list[Chunk]:
+    """Retrieval units of server-side chunking: each source's parent sections, or its chunks when its
+    strategy makes no parents (``fixed``, ``recursive``, ``structure``).
+
+    Args:
+        children: Child chunks of every source.
+        parents: Parent sections of every source.
+    """
+    with_parents = {(p.tenant_id, p.source_id) for p in parents}
+    return [*parents, *(c for c in children if (c.tenant_id, c.source_id) not in with_parents)]
+
+
 def ingest_documents(
     docs: Sequence[SourceDoc],
     *,
@@ -300,8 +312,15 @@ def ingest_documents(
     batch_size: int = 256,
     progress: bool = False,
     listeners: Sequence[LineageListener] = (),
+    server_chunking: bool = False,
 ) -> IngestReport:
     """Chunk, embed (in batches) and index ``docs``, then switch each source to its new version.
+
+    With ``server_chunking`` (``vector_mode=semantic_text``) the retrieval units written to the chunk
+    index are the *sections* -- each source's parent chunks, or its chunks when the strategy makes no
+    parents -- and Elasticsearch chunks and embeds them in the ``semantic_text`` field. Their lineage
+    (ids, offsets, heading path, version) is the section's; the server-side chunks inside a section have
+    no id or offsets of their own (see :func:`es_rag.backends.elasticsearch.locate_server_chunk`).
 
     Args:
         docs: Sources.
@@ -312,9 +331,18 @@ def ingest_documents(
         batch_size: Chunks per embedding + indexing batch.
         progress: Show progress bars.
         listeners: Told about every retired version.
+        server_chunking: Write sections as retrieval units and let the cluster chunk and embed them;
+            ``embedder`` must then be None.
     """
+    if server_chunking and embedder is not None:
+        raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
     report = report or IngestReport()
+    warned = len(report.warnings)
     children, parents = chunk_documents(docs, chunker, report, progress=progress)
+    if server_chunking:
+        children = section_units(children, parents)
+        # the model's input limit is the server chunker's concern here, not a per-section warning
+        del report.warnings[warned:]
     store = version_store(backend)
     # (tenant -> sources) that produced chunks; begin: hide the new versions while they are written.
     by_tenant: dict[str, list[Pair]] = defaultdict(list)

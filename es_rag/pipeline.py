@@ -17,7 +17,7 @@ import numpy as np
 
 from es_rag.backends.base import Retrieval, SearchBackend
 from es_rag.business import BusinessRules, business_rank
-from es_rag.config import Settings
+from es_rag.config import Settings, VectorMode
 from es_rag.dedup import dedup_hits
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.expansion import expand_neighbors, expand_parents
@@ -186,6 +186,11 @@ class RagPipeline:
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
         with trace.stage("embed_query") as st:
+            if self.settings.vectors is VectorMode.SEMANTIC_TEXT:
+                trace.paths["dense"] = (
+                    f"elasticsearch semantic query: the cluster embeds the query ({self.settings.inference_id})"
+                )
+                return None
             if self.embedder is None:
                 trace.paths["dense"] = "disabled: no embedder"
                 return None
@@ -334,7 +339,7 @@ class RagPipeline:
                     st.info["fallback"] = True
                     return head, False
                 if self.cache is not None and key is not None:
-                    self.cache.put(key, output)
+                    self.cache.put(key, output, sources=[(h.tenant_id, h.source_id, h.source_version) for h in head])
             cal = self.calibration()
             ranked = order_by_scores(head, output, self.reranker.name)
             out = []

@@ -3,10 +3,12 @@
 Every fusion path queries the same channels with the same hard filters, the same candidate counts and
 the same fusion parameters:
 
-* channels: ``bm25`` (``multi_match`` over ``Settings.bm25_fields``), ``dense`` (``knn`` on ``vector``)
-  and ``exact`` (identifier-like query tokens -- error codes, product numbers, function names -- as
-  ``match_phrase`` on the ``.ident`` subfields, see :func:`extract_identifiers`); ``exact`` runs only
-  when the query holds such a token and ``Settings.exact_channel`` is ``auto``;
+* channels: ``bm25`` (``multi_match`` over ``Settings.bm25_fields``), ``dense`` (``knn`` on ``vector``;
+  in ``vector_mode=semantic_text`` a ``semantic`` query on the ``semantic_text`` field instead, embedded
+  by Elasticsearch, with a ``semantic`` highlight naming the best server-side chunk) and ``exact``
+  (identifier-like query tokens -- error codes, product numbers, function names -- as ``match_phrase``
+  on the ``.ident`` subfields, see :func:`extract_identifiers`); ``exact`` runs only when
+  the query holds such a token and ``Settings.exact_channel`` is ``auto``;
 * native: one ``_search`` with an ``rrf`` (or ``linear``) retriever whose children are named
   (``_name``) ``standard`` / ``knn`` retrievers, each carrying the filter clauses itself;
 * client: one ``_msearch`` with one search per channel (filters in the bool ``filter`` and in the kNN
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.config import Settings
+from es_rag.config import SEMANTIC_FIELD, Settings, VectorMode
 from es_rag.filters import SearchFilter
 from es_rag.fusion import NATIVE_NORMALIZERS, check_window
 from es_rag.requests import EsRequest
@@ -179,16 +181,48 @@ def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, se
     }
 
 
+def semantic_query(query_text: str) -> dict[str, Any]:
+    """The ``semantic`` query on the ``semantic_text`` field (``vector_mode=semantic_text``): Elasticsearch
+    embeds the query with the field's inference endpoint and scores each document by its best chunk.
+
+    Args:
+        query_text: The user's query.
+    """
+    return {"semantic": {"field": SEMANTIC_FIELD, "query": query_text}}
+
+
+def semantic_highlight() -> dict[str, Any]:
+    """``highlight`` asking the ``semantic`` highlighter for the best-scoring server-side chunk of each hit.
+
+    The highlighter returns chunk *text* (the chunks are stored as offsets into the field value, which
+    are not exposed); :func:`es_rag.backends.elasticsearch.locate_server_chunk` maps it back to source
+    offsets where the chunk is a span of ``text``.
+    """
+    return {"fields": {SEMANTIC_FIELD: {"type": "semantic", "number_of_fragments": 1, "order": "score"}}}
+
+
+def semantic_mode(settings: Settings) -> bool:
+    """Whether the dense channel is the server-side ``semantic`` query (``vector_mode=semantic_text``).
+
+    Args:
+        settings: ``vector_mode`` / ``inference_id``.
+    """
+    return settings.vectors is VectorMode.SEMANTIC_TEXT
+
+
 def channel_plan(query_text: str, query_vector: object | None, settings: Settings) -> list[str]:
     """The channels one search runs, in fusion order (``bm25``, then ``dense``, then ``exact``).
+
+    In ``vector_mode=semantic_text`` the dense channel needs no client vector (the cluster embeds the
+    query), so it always runs.
 
     Args:
         query_text: The user's query.
         query_vector: The query embedding, or None (embedding failed / disabled).
-        settings: ``exact_channel``.
+        settings: ``exact_channel`` and ``vector_mode``.
     """
     channels = ["bm25"]
-    if query_vector is not None:
+    if query_vector is not None or semantic_mode(settings):
         channels.append("dense")
     if exact_channel_active(query_text, settings):
         channels.append("exact")
@@ -214,6 +248,8 @@ def _child_retriever(
     if channel == "bm25":
         return {"standard": {"query": bm25_query(query_text, settings), "filter": flt.to_es(), "_name": "bm25"}}
     if channel == "dense":
+        if semantic_mode(settings):
+            return {"standard": {"query": semantic_query(query_text), "filter": flt.to_es(), "_name": "dense"}}
         assert query_vector is not None
         return {"knn": {**knn_clause(query_vector, flt, settings), "_name": "dense"}}
     if channel == "exact":
@@ -251,6 +287,8 @@ def native_rrf_body(
         "size": settings.candidate_k,
         "_source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
+    if "dense" in names and semantic_mode(settings):
+        body["highlight"] = semantic_highlight()
     children = [_child_retriever(c, query_text, query_vector, flt, settings) for c in names]
     if len(children) == 1:
         body["retriever"] = children[0]
@@ -309,6 +347,14 @@ def client_channel_bodies(
     src = source_spec(vectors_in_source_param=vectors_in_source_param)
     bodies: dict[str, dict[str, Any]] = {}
     for name in names:
+        if name == "dense" and semantic_mode(settings):
+            bodies[name] = {
+                "size": settings.candidate_k,
+                "_source": src,
+                "query": {"bool": {"must": [semantic_query(query_text)], "filter": flt.to_es()}},
+                "highlight": semantic_highlight(),
+            }
+            continue
         if name == "dense":
             assert query_vector is not None
             bodies[name] = {

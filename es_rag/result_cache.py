@@ -13,7 +13,7 @@ import json
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from es_rag.errors import ConfigError
@@ -73,6 +73,7 @@ class ResultCache:
             raise ConfigError(f"max_entries: must be >= 1, got {max_entries}")
         self.max_entries = max_entries
         self._data: OrderedDict[str, Any] = OrderedDict()
+        self._sources: dict[str, frozenset[tuple[str, str, str | None]]] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -91,18 +92,49 @@ class ResultCache:
             self.misses += 1
             return None
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, *, sources: Iterable[tuple[str, str, str | None]] = ()) -> None:
         """Store ``value``, evicting the least recently used entry when full.
 
         Args:
             key: A :func:`cache_key`.
             value: The result to keep.
+            sources: ``(tenant_id, source_id, source_version)`` of the candidates behind the result, so
+                :meth:`on_retired` / :meth:`on_deleted` can drop it (lineage listener).
         """
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
+            self._sources[key] = frozenset(sources)
             while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+                old, _ = self._data.popitem(last=False)
+                self._sources.pop(old, None)
+
+    def _drop(self, match: Callable[[tuple[str, str, str | None]], bool]) -> int:
+        with self._lock:
+            doomed = [k for k, tags in self._sources.items() if any(match(t) for t in tags)]
+            for k in doomed:
+                self._data.pop(k, None)
+                self._sources.pop(k, None)
+            return len(doomed)
+
+    def on_retired(self, tenant_id: str, source_id: str, source_version: str) -> None:
+        """Lineage listener: drop every result computed over ``source_version`` of a tenant's source.
+
+        Args:
+            tenant_id: The tenant.
+            source_id: The source.
+            source_version: The version no longer served.
+        """
+        self._drop(lambda t: t == (tenant_id, source_id, source_version))
+
+    def on_deleted(self, tenant_id: str, source_id: str) -> None:
+        """Lineage listener: drop every result computed over any version of a tenant's deleted source.
+
+        Args:
+            tenant_id: The tenant.
+            source_id: The deleted source.
+        """
+        self._drop(lambda t: t[0] == tenant_id and t[1] == source_id)
 
     def __len__(self) -> int:
         return len(self._data)

@@ -43,9 +43,9 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import Elasticsearch
 
-from es_rag.assets import ASSET_VERSION, setup_requests
+from es_rag.assets import ASSET_VERSION, SCRIPT_VERSION_RE, resolved_settings, setup_requests
 from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.config import Settings
+from es_rag.config import Analyzer, Settings
 
 ES_JSON = "application/vnd.elasticsearch+json;compatible-with=9"
 """Content-Type a 9.x server answers with when the request asked for compatibility mode."""
@@ -415,6 +415,21 @@ def pipeline_got(pipeline_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {pipeline_id: copy.deepcopy(dict(body))}
 
 
+def script_got(script_id: str, put_body: Mapping[str, Any], version: int | None = ASSET_VERSION) -> dict[str, Any]:
+    """``GET _scripts/<id>`` of a stored mustache template installed with ``put_body``; its leading
+    ``{{! es_rag asset_version N }}`` marker says ``version`` (None: no marker, as a hand-made install)."""
+    source = str(put_body["script"]["source"])
+    source = SCRIPT_VERSION_RE.sub("", source, count=1).lstrip("\n")
+    if version is not None:
+        source = f"{{{{! es_rag asset_version {version} }}}}\n{source}"
+    return {"_id": script_id, "found": True, "script": {"lang": put_body["script"]["lang"], "source": source}}
+
+
+def script_missing(script_id: str) -> dict[str, Any]:
+    """``GET _scripts/<id>`` of a script that does not exist (HTTP 404)."""
+    return {"_id": script_id, "found": False}
+
+
 PIPELINE_MISSING: dict[str, Any] = {}
 """``GET _ingest/pipeline/<id>`` on a missing pipeline answers HTTP 404 with an empty object."""
 
@@ -621,16 +636,29 @@ def bulk_responder(
 # routing tables and the backend factory
 # ---------------------------------------------------------------------------------------------
 def installed_asset_routes(
-    settings: Settings, *, version: int | None = ASSET_VERSION, missing: Iterable[str] = ()
+    settings: Settings,
+    *,
+    version: int | None = ASSET_VERSION,
+    missing: Iterable[str] = (),
+    plugins: Iterable[str] = (),
 ) -> dict[tuple[str, str], RouteValue]:
     """GET routes for every asset of :func:`es_rag.assets.setup_requests`, answering the rendered body
-    with ``_meta.version`` set to ``version`` (None: no ``_meta.version``); paths in ``missing`` answer 404.
+    with ``_meta.version`` set to ``version`` (None: no ``_meta.version``; the stored script carries the
+    version in its source marker instead); paths in ``missing`` answer 404. ``analyzer=auto`` is installed
+    as ``setup`` would resolve it on a cluster with ``plugins``.
     """
     table: dict[tuple[str, str], RouteValue] = {}
     missing = set(missing)
+    if settings.analyzer is Analyzer.AUTO:  # what setup would have installed on this cluster
+        settings = resolved_settings(settings, plugins=plugins)
     for req in setup_requests(settings):
         name = req.path.rsplit("/", 1)[-1]
         body = copy.deepcopy(req.body)
+        if req.path.startswith("_scripts/"):
+            table[("GET", re.escape(req.path))] = (
+                (404, script_missing(name)) if req.path in missing else (200, script_got(name, body, version))
+            )
+            continue
         if version is None:
             body.get("_meta", {}).pop("version", None)
         else:
@@ -662,13 +690,14 @@ def cluster_routes(
 ) -> dict[tuple[str, str], RouteValue]:
     """Everything :meth:`ElasticsearchBackend.probe` asks, answered for one cluster."""
     settings = settings or Settings()
+    plugins = list(plugins)
     table: dict[tuple[str, str], RouteValue] = {
         ("GET", ""): (200, root_info(version)),
         ("GET", "_license"): (200, license_info(license_type, license_status)),
         ("GET", "_inference/_all"): (200, inference_all(inference_ids)),
         ("GET", "_nodes/plugins"): (200, nodes_plugins(plugins, version)),
     }
-    table.update(installed_asset_routes(settings, version=asset_version, missing=missing_assets))
+    table.update(installed_asset_routes(settings, version=asset_version, missing=missing_assets, plugins=plugins))
     return table
 
 

@@ -9,15 +9,26 @@ one ``_msearch`` round trip. A licence error at query time switches to the clien
 from __future__ import annotations
 
 import os
+import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from es_rag.assets import ASSET_VERSION, index_creation_requests, setup_requests
+from es_rag.assets import (
+    ASSET_VERSION,
+    KUROMOJI_PLUGIN,
+    SCRIPT_VERSION_RE,
+    AnalyzerChoice,
+    index_creation_requests,
+    resolve_analyzer,
+    setup_paths,
+    setup_requests,
+)
 from es_rag.backends.base import IndexReport, Retrieval, validate_chunk_source
-from es_rag.config import FusionMode, Settings
+from es_rag.config import SEMANTIC_FIELD, Analyzer, FusionMode, Settings, VectorMode
 from es_rag.errors import ClusterError, ConfigError, InputError, LicenseError
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk, Hit
@@ -29,13 +40,34 @@ from es_rag.queries import (
     neighbors_request,
     parents_request,
     search_requests,
+    semantic_mode,
 )
 from es_rag.requests import EsRequest
 from es_rag.versioning import VersionGate, registry_index
 
+BULK_MAX_RETRIES = 3
+BULK_INITIAL_BACKOFF = 1.0
+BULK_MAX_BACKOFF = 30.0
+BULK_BACKOFF_JITTER = 0.5
+"""Bulk 429 retries: at most ``BULK_MAX_RETRIES``, waiting ``b * 2**n`` seconds (capped at ``BULK_MAX_BACKOFF``)
+where ``b`` is drawn per bulk call from ``[(1 - BULK_BACKOFF_JITTER) * BULK_INITIAL_BACKOFF,
+BULK_INITIAL_BACKOFF]``: writers rejected by the same full queue do not all retry at the same instant."""
+
+
+def bulk_initial_backoff() -> float:
+    """The first 429 retry wait of one bulk call, with jitter (see ``BULK_BACKOFF_JITTER``)."""
+    return BULK_INITIAL_BACKOFF * (1.0 - BULK_BACKOFF_JITTER * random.random())
+
+
 NATIVE_RRF_MIN_VERSION = (8, 16)
 EXCLUDE_VECTORS_MIN_VERSION = (9, 2)
 NATIVE_RRF_LICENSES = {"enterprise", "trial"}
+SEMANTIC_TEXT_LICENSES = {"enterprise", "trial"}
+"""Licences on which Elasticsearch runs ``semantic_text`` inference at index time for every inference
+service (``ShardBulkInferenceActionFilter`` checks ``InferencePlugin.INFERENCE_API_FEATURE``, an
+Enterprise feature); recent versions license the Elastic Inference Service (service ``elastic``) on Basic."""
+SEMANTIC_TEXT_TASK_TYPES = {"text_embedding", "sparse_embedding"}
+"""Inference task types a ``semantic_text`` field accepts."""
 
 
 def _client_major() -> int:
@@ -77,8 +109,14 @@ class Capabilities:
     native_rrf_reason: str
     vectors_in_source_param: bool
     inference_endpoints: list[str] = field(default_factory=list)
+    inference_endpoint_info: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per endpoint id: ``task_type`` and ``service`` as ``GET _inference/_all`` reports them."""
     analysis_plugins: list[str] = field(default_factory=list)
     installed_assets: dict[str, int | None] = field(default_factory=dict)
+    installed_analyzers: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per installed mappings component (``chunks``, ``parents``): text field -> the analyzer it uses as
+    installed (custom analyzers resolved through the installed settings component), see
+    :func:`installed_text_analyzers`."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -207,9 +245,17 @@ class ElasticsearchBackend:
         native, reason = decide_native_rrf(version, ltype, lstatus)
         try:
             inf = self.send(EsRequest("GET", "_inference/_all"), ignore=(400, 404))
-            endpoints = [e.get("inference_id", "?") for e in inf.get("endpoints", [])] if isinstance(inf, dict) else []
+            raw_endpoints = inf.get("endpoints", []) if isinstance(inf, dict) else []
         except ClusterError:
-            endpoints = []
+            raw_endpoints = []
+        endpoints = [str(e.get("inference_id", "?")) for e in raw_endpoints]
+        endpoint_info = {
+            str(e.get("inference_id", "?")): {
+                "task_type": str(e.get("task_type", "unknown")),
+                "service": str(e.get("service", "unknown")),
+            }
+            for e in raw_endpoints
+        }
         plugins_resp = self.send(EsRequest("GET", "_nodes/plugins"))
         plugins = sorted(
             {
@@ -220,9 +266,11 @@ class ElasticsearchBackend:
             }
         )
         assets: dict[str, int | None] = {}
-        for req in setup_requests(self.settings):
-            got = self.send(EsRequest("GET", req.path), ignore=(404,))
-            assets[req.path] = _installed_version(req.path, got)
+        installed: dict[str, Any] = {}
+        for path in setup_paths(self.settings):  # paths only: works with analyzer=auto unresolved
+            got = self.send(EsRequest("GET", path), ignore=(404,))
+            assets[path] = _installed_version(path, got)
+            installed[path] = got
         self._caps = Capabilities(
             version=version,
             license_type=ltype,
@@ -231,13 +279,28 @@ class ElasticsearchBackend:
             native_rrf_reason=reason,
             vectors_in_source_param=_version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION,
             inference_endpoints=endpoints,
+            inference_endpoint_info=endpoint_info,
             analysis_plugins=plugins,
             installed_assets=assets,
+            installed_analyzers=installed_text_analyzers(installed, self.settings),
         )
         return self._caps
 
-    def doctor(self) -> dict[str, Any]:
-        """The probe plus the path each stage will take."""
+    def resolve_analyzer(self, language: str | None = None) -> AnalyzerChoice:
+        """The analyzer the templates get on this cluster: ``auto`` resolved against the probed plugins
+        (:func:`es_rag.assets.resolve_analyzer`), any other value as configured.
+
+        Args:
+            language: Corpus language (``ja``, ``en``, ...), or None when unknown.
+        """
+        return resolve_analyzer(self.settings.analyzer, plugins=self.probe().analysis_plugins, language=language)
+
+    def doctor(self, *, language: str | None = None) -> dict[str, Any]:
+        """The probe plus the path each stage will take, and the text analysis as installed.
+
+        Args:
+            language: Corpus language used to resolve ``analyzer=auto`` (as ``setup`` would).
+        """
         caps = self.probe()
         s = self.settings
         try:
@@ -246,23 +309,41 @@ class ElasticsearchBackend:
             fusion = f"ERROR: {exc}"
         expected = ASSET_VERSION
         stale = {k: v for k, v in caps.installed_assets.items() if v != expected}
-        vectors = (
-            f"elasticsearch inference processor ({s.inference_id})"
-            if s.inference_id and s.inference_id in caps.inference_endpoints
-            else f"client-side sentence-transformers ({s.embedding_model})"
-        )
-        if s.inference_id and s.inference_id not in caps.inference_endpoints:
-            vectors += f" -- inference endpoint {s.inference_id!r} not found on the cluster"
-        analyzer = s.analyzer.value
-        if analyzer == "kuromoji" and "analysis-kuromoji" not in caps.analysis_plugins:
-            analyzer += " -- MISSING plugin analysis-kuromoji: use --analyzer cjk or install the plugin"
+        semantic = semantic_text_support(caps, s.inference_id)
+        mode = s.vectors
+        if mode is VectorMode.SEMANTIC_TEXT:
+            vectors = f"elasticsearch semantic_text field '{SEMANTIC_FIELD}' ({s.inference_id}): server-side chunking"
+            vectors += f" {s.semantic_chunking_settings() or 'as the endpoint'} and embedding of whole sections"
+            knn = f"elasticsearch semantic query on '{SEMANTIC_FIELD}' (query embedded by {s.inference_id})"
+            if not semantic["usable"]:
+                vectors += f" -- NOT USABLE: {semantic['reason']}"
+        elif mode is VectorMode.INFERENCE:
+            vectors = f"elasticsearch inference processor ({s.inference_id}) on contextual_text else text"
+            knn = f"elasticsearch knn (query embedded client-side by {s.embedding_model})"
+            if s.inference_id not in caps.inference_endpoints:
+                vectors += f" -- inference endpoint {s.inference_id!r} not found on the cluster"
+        else:
+            vectors = f"client-side sentence-transformers ({s.embedding_model})"
+            knn = "elasticsearch knn"
+        analysis = analysis_report(caps, s, language=language)
+        analyzer = str(analysis["configured"])
+        if analyzer == "kuromoji" and KUROMOJI_PLUGIN not in caps.analysis_plugins:
+            analyzer += f" -- MISSING plugin {KUROMOJI_PLUGIN}: use --analyzer cjk or install the plugin"
         return {
             "cluster": caps.to_dict(),
             "assets": {"expected_version": expected, "missing_or_stale": stale},
+            "analysis": analysis,
+            "semantic_text": semantic,
             "paths": {
+                "vector_mode": mode.value,
+                "chunking": (
+                    "python (sections) + elasticsearch semantic_text (chunks)"
+                    if mode is VectorMode.SEMANTIC_TEXT
+                    else "python"
+                ),
                 "vectors": vectors,
                 "bm25": f"elasticsearch multi_match (analyzer {analyzer})",
-                "knn": "elasticsearch knn",
+                "knn": knn,
                 "fusion": fusion,
                 "rerank": f"python cross-encoder ({s.reranker_model})" if s.reranker_model else "disabled",
                 "select/pack": "python (mmr, per-source cap, token budget)",
@@ -286,14 +367,19 @@ class ElasticsearchBackend:
         return "native" if caps.native_rrf else "client"
 
     # -- setup --------------------------------------------------------------------------------
-    def setup(self, *, create_indices: bool = True) -> list[dict[str, Any]]:
-        """Install pipelines and templates (idempotent PUTs) and create the indices if absent.
+    def setup(self, *, create_indices: bool = True, language: str | None = None) -> list[dict[str, Any]]:
+        """Install pipelines, templates and the stored search template (idempotent PUTs) and create the
+        indices if absent. ``analyzer=auto`` is resolved against the cluster first (:meth:`resolve_analyzer`).
 
         Args:
             create_indices: Also create the chunk and parent indices.
+            language: Corpus language for ``analyzer=auto`` (``ja`` picks kuromoji or cjk), or None.
         """
+        settings = self.settings
+        if settings.analyzer is Analyzer.AUTO:  # the probe is needed only to resolve auto
+            settings = settings.replace(analyzer=self.resolve_analyzer(language).analyzer)
         results = []
-        for req in setup_requests(self.settings):
+        for req in setup_requests(settings):
             resp = self.send(req)
             results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
         if create_indices:
@@ -340,7 +426,7 @@ class ElasticsearchBackend:
         from elasticsearch import TransportError, helpers
 
         report = IndexReport()
-        server_embeds = self.settings.inference_id is not None
+        server_embeds = self.settings.vectors is not VectorMode.CLIENT
         for docs, index in ((chunks, self.settings.chunk_index), (parents, self.settings.parent_index)):
             if not docs:
                 continue
@@ -351,9 +437,9 @@ class ElasticsearchBackend:
                 actions,
                 raise_on_error=False,
                 raise_on_exception=False,
-                max_retries=3,
-                initial_backoff=1,
-                max_backoff=30,
+                max_retries=BULK_MAX_RETRIES,
+                initial_backoff=bulk_initial_backoff(),
+                max_backoff=BULK_MAX_BACKOFF,
                 chunk_size=200,
             )
             try:
@@ -429,6 +515,8 @@ class ElasticsearchBackend:
                     _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
                 ]
+                if semantic_mode(settings):
+                    notes.append(_server_chunk_note(resp.get("hits", {}).get("hits", [])))
                 return Retrieval(
                     channels={},
                     fused=fused,
@@ -474,6 +562,26 @@ class ElasticsearchBackend:
             took[name] = float(item.get("took", 0))
         if not channels:
             raise ClusterError("every retrieval channel failed: " + "; ".join(errors), response=resp)
+        if semantic_mode(settings) and "dense" in channels:
+            # the semantic highlight narrowed the dense hits to their best server-side chunk: give the same
+            # document the same span in every channel, so fusion keeps one consistent version of it
+            spans = {h.chunk_id: h for h in channels["dense"]}
+            for name in channels:
+                channels[name] = [
+                    h.replace(
+                        text=spans[h.chunk_id].text,
+                        start_offset=spans[h.chunk_id].start_offset,
+                        end_offset=spans[h.chunk_id].end_offset,
+                        token_count=spans[h.chunk_id].token_count,
+                    )
+                    if name != "dense" and h.chunk_id in spans
+                    else h
+                    for h in channels[name]
+                ]
+            dense_raw: dict[str, Any] = next(
+                (item for n, item in zip(plan, responses, strict=True) if n == "dense" and "error" not in item), {}
+            )
+            notes.append(_server_chunk_note(dense_raw.get("hits", {}).get("hits", [])))
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
         return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
 
@@ -531,10 +639,92 @@ CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "e
 """The :class:`~es_rag.models.Hit` field each channel's raw ``_score`` goes to."""
 
 
+def semantic_text_support(caps: Capabilities, inference_id: str | None) -> dict[str, Any]:
+    """Whether ``vector_mode=semantic_text`` can work on this cluster with ``inference_id``, and why.
+
+    Needs the endpoint (task type ``text_embedding`` or ``sparse_embedding``), Elasticsearch >= 9.1 (or
+    8.19) for field-level ``chunking_settings``, and an Enterprise/trial licence -- except for Elastic
+    Inference Service endpoints (service ``elastic``), which recent versions license on Basic.
+
+    Args:
+        caps: The probe.
+        inference_id: The configured endpoint (None: list the usable ones only).
+    """
+    usable_ids = sorted(
+        i for i, info in caps.inference_endpoint_info.items() if info.get("task_type") in SEMANTIC_TEXT_TASK_TYPES
+    )
+    out: dict[str, Any] = {"usable": False, "endpoints": usable_ids, "inference_id": inference_id}
+    version = _version_tuple(caps.version)
+    licensed = caps.license_status == "active" and caps.license_type in SEMANTIC_TEXT_LICENSES
+    if inference_id is None:
+        out["reason"] = "no inference_id configured" + (f"; candidates: {', '.join(usable_ids)}" if usable_ids else "")
+        return out
+    info = caps.inference_endpoint_info.get(inference_id)
+    if info is None:
+        out["reason"] = f"inference endpoint {inference_id!r} not found (GET _inference/_all)"
+    elif info.get("task_type") not in SEMANTIC_TEXT_TASK_TYPES:
+        out["reason"] = (
+            f"endpoint {inference_id!r} has task type {info.get('task_type')}; semantic_text needs "
+            "text_embedding or sparse_embedding"
+        )
+    elif version < SEMANTIC_CHUNKING_MIN_VERSION and version[:2] != (8, 19):
+        out["reason"] = f"Elasticsearch {caps.version} has no field-level chunking_settings (9.1 / 8.19 and later)"
+    elif not licensed and info.get("service") != "elastic":
+        out["reason"] = (
+            f"licence {caps.license_type} ({caps.license_status}): semantic_text inference needs an active "
+            "enterprise or trial licence (Elastic Inference Service endpoints excepted)"
+        )
+    else:
+        out["usable"] = True
+        out["reason"] = (
+            f"endpoint {inference_id!r} ({info.get('task_type')}, service {info.get('service')}) on "
+            f"Elasticsearch {caps.version}, licence {caps.license_type}"
+        )
+    return out
+
+
+SEMANTIC_CHUNKING_MIN_VERSION = (9, 1)
+
+
+def locate_server_chunk(section: Hit, fragment: str) -> Hit:
+    """Narrow a section hit to the server-side chunk the ``semantic`` highlighter returned.
+
+    Elasticsearch stores ``semantic_text`` chunks as offsets into the field value but does not return
+    them; the highlighter returns the chunk's text. When that text is a span of the section's ``text``
+    (always so when the field was filled from ``text``; for ``contextual_text`` only when the chunk lies
+    in the part equal to the source), the hit becomes that span with source offsets, so
+    ``source[start_offset:end_offset] == text`` still holds. Otherwise (chunk spans a contextual prefix,
+    HTML visible text) the whole section is kept: its lineage stays exact, the chunk is not located.
+
+    Args:
+        section: The hit as stored (a whole section).
+        fragment: The best chunk's text from ``highlight.<semantic field>[0]``.
+    """
+    if not fragment or section.start_offset is None:
+        return section
+    at = section.text.find(fragment)
+    if at < 0 or len(fragment) == len(section.text):
+        return section
+    start = section.start_offset + at
+    return section.replace(text=fragment, start_offset=start, end_offset=start + len(fragment), token_count=None)
+
+
 def _hit_from_es(raw: dict[str, Any]) -> Hit:
     source = dict(raw.get("_source", {}))
     source.setdefault("chunk_id", raw.get("_id"))
-    return Hit.from_source(source)
+    hit = Hit.from_source(source)
+    fragments = (raw.get("highlight") or {}).get(SEMANTIC_FIELD) or []
+    return locate_server_chunk(hit, str(fragments[0])) if fragments else hit
+
+
+def _server_chunk_note(raw_hits: list[dict[str, Any]]) -> str:
+    """Trace note: how many semantic hits were narrowed to their best server-side chunk."""
+    with_fragment = [h for h in raw_hits if (h.get("highlight") or {}).get(SEMANTIC_FIELD)]
+    located = sum(1 for h in with_fragment if _hit_from_es(h).text != str((h.get("_source") or {}).get("text", "")))
+    return (
+        f"semantic_text: {located} of {len(raw_hits)} hits narrowed to their best server-side chunk "
+        f"({len(with_fragment)} highlighted; the rest keep the whole section)"
+    )
 
 
 def _reason(error: Any) -> str:
@@ -570,7 +760,115 @@ def _installed_version(path: str, got: Any) -> int | None:
     elif path.startswith("_index_template/"):
         items = got.get("index_templates", [])
         meta = (items[0].get("index_template", {}).get("_meta") if items else None) or {}
+    elif path.startswith("_scripts/"):
+        # a stored script has no _meta: es_rag writes the version in a leading mustache comment
+        if not got.get("found"):
+            return None
+        m = SCRIPT_VERSION_RE.search(str((got.get("script") or {}).get("source", "")))
+        return int(m.group(1)) if m else None
     else:
         meta = {}
     version = meta.get("version")
     return int(version) if isinstance(version, int) else None
+
+
+def _component_body(got: Any) -> dict[str, Any]:
+    """The ``template`` of a ``GET _component_template/<name>`` answer ({} when missing)."""
+    if not isinstance(got, dict):
+        return {}
+    items = got.get("component_templates") or []
+    if not items:
+        return {}
+    template = (items[0].get("component_template") or {}).get("template") or {}
+    return template if isinstance(template, dict) else {}
+
+
+def _analyzer_definitions(settings_body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``index.analysis.analyzer`` of an installed settings component, nested or flat (``index.analysis...``)."""
+    raw = settings_body.get("settings") or {}
+    nested = ((raw.get("index") or {}).get("analysis") or {}).get("analyzer") or (raw.get("analysis") or {}).get(
+        "analyzer"
+    )
+    if isinstance(nested, dict):
+        return {k: v for k, v in nested.items() if isinstance(v, dict)}
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():  # flat form: "index.analysis.analyzer.es_rag_text.type": "kuromoji"
+        m = re.fullmatch(r"(?:index\.)?analysis\.analyzer\.([^.]+)\.(.+)", str(key))
+        if m:
+            out.setdefault(m.group(1), {})[m.group(2)] = value
+    return out
+
+
+def _describe_analyzer(name: str, definitions: dict[str, dict[str, Any]]) -> str:
+    if name not in definitions:
+        return name  # built-in (standard, whitespace, ...)
+    kind = str(definitions[name].get("type", "custom"))
+    if kind == "custom":
+        return f"{name} (custom, tokenizer {definitions[name].get('tokenizer', '?')})"
+    return f"{kind} ({name})"
+
+
+def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> dict[str, dict[str, str]]:
+    """Text field -> analyzer of the installed chunk and parent mappings components, resolving es_rag's
+    custom analyzers (``es_rag_text``) through the installed ``<prefix>-chunk-settings`` component.
+
+    ``{"chunks": {"text": "kuromoji (es_rag_text)", "text.ident": "es_rag_identifier (custom, ...)", ...},
+    "parents": {...}}``; a component that is not installed is left out.
+
+    Args:
+        installed: ``GET`` answers of the setup paths (path -> body), as :meth:`ElasticsearchBackend.probe`
+            collects them.
+        settings: Gives the component names.
+    """
+    p = settings.index_prefix
+    definitions = _analyzer_definitions(_component_body(installed.get(f"_component_template/{p}-chunk-settings")))
+    out: dict[str, dict[str, str]] = {}
+    for label, component in (("chunks", "chunk-mappings"), ("parents", "parent-mappings")):
+        body = _component_body(installed.get(f"_component_template/{p}-{component}"))
+        props = (body.get("mappings") or {}).get("properties")
+        if not isinstance(props, dict):
+            continue
+        fields: dict[str, str] = {}
+        for fname, spec in props.items():
+            if not isinstance(spec, dict):
+                continue
+            if spec.get("type") == "text":
+                fields[fname] = _describe_analyzer(str(spec.get("analyzer", "standard")), definitions)
+            for sub, sub_spec in (spec.get("fields") or {}).items():
+                if isinstance(sub_spec, dict) and sub_spec.get("type") == "text":
+                    sub_analyzer = str(sub_spec.get("analyzer", "standard"))
+                    fields[f"{fname}.{sub}"] = _describe_analyzer(sub_analyzer, definitions)
+        out[label] = fields
+    return out
+
+
+def analysis_report(caps: Capabilities, settings: Settings, *, language: str | None = None) -> dict[str, Any]:
+    """The ``analysis`` section of ``doctor``: analyzer configured (``auto`` resolved as ``setup`` would),
+    whether kuromoji is present, the analyzer of every text field as installed, and whether they agree.
+
+    Args:
+        caps: The probe.
+        settings: The configured analyzer.
+        language: Corpus language for resolving ``auto``.
+    """
+    choice = resolve_analyzer(settings.analyzer, plugins=caps.analysis_plugins, language=language)
+    configured = choice.analyzer.value
+    installed = caps.installed_analyzers
+    main = sorted({v for fields in installed.values() for k, v in fields.items() if "." not in k})
+    if not installed:
+        check = "text analysis not installed: run es-rag setup"
+    elif main == [f"{configured} (es_rag_text)"]:
+        check = f"ok: every main text field uses {configured}"
+    else:
+        check = (
+            f"MISMATCH: installed {main}, configured {configured}; a changed analyzer needs es-rag setup "
+            "and a new index (reindex): index templates apply at index creation"
+        )
+    return {
+        "configured": configured,
+        "configured_as": settings.analyzer.value,
+        "reason": choice.reason,
+        "kuromoji_plugin": "installed" if KUROMOJI_PLUGIN in caps.analysis_plugins else "not installed",
+        "installed": installed,
+        "check": check,
+    }

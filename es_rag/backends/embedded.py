@@ -88,6 +88,7 @@ class EmbeddedBackend:
         self._ids: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._bm25: dict[str, Any] = {}
+        self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         if self.directory is not None and (self.directory / "meta.json").is_file():
             self._load()
 
@@ -256,7 +257,26 @@ class EmbeddedBackend:
                 model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
                 model.index(corpus, show_progress=False)
                 self._bm25[fld] = model
+        self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
         self._dirty = False
+
+    def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
+        """Identifier tokens of one field for every document, their lengths and a postings map
+        (token -> document positions), computed once per index state, not per query."""
+        cached = self._ident_index.get(fld)
+        if cached is None:
+            docs_tokens = []
+            postings: dict[str, list[int]] = {}
+            for i, cid in enumerate(self._ids):
+                value = self._children[cid].get(fld) or ""
+                tokens = identifier_tokens(" ".join(value) if isinstance(value, list) else str(value))
+                docs_tokens.append(tokens)
+                for tok in set(tokens):
+                    postings.setdefault(tok, []).append(i)
+            lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
+            cached = (docs_tokens, lengths, postings)
+            self._ident_index[fld] = cached
+        return cached
 
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks stored (only those ``flt`` allows, when given).
@@ -395,17 +415,19 @@ class EmbeddedBackend:
         n_docs = len(self._ids)
         scores = np.zeros(n_docs, dtype=np.float64)
         for fld in ("text", "title", "heading_path"):
-            docs_tokens = []
-            for cid in self._ids:
-                value = self._children[cid].get(fld) or ""
-                docs_tokens.append(identifier_tokens(" ".join(value) if isinstance(value, list) else str(value)))
-            lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
+            docs_tokens, lengths, postings = self._ident_field(fld)
             avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
             for ident in identifiers:
                 phrase = identifier_tokens(ident)
                 if not phrase:
                     continue
-                freq = np.asarray([_phrase_freq(t, phrase) for t in docs_tokens], dtype=np.float64)
+                # Only documents holding every token of the phrase can contain it.
+                candidates = set(postings.get(phrase[0], ()))
+                for tok in phrase[1:]:
+                    candidates &= set(postings.get(tok, ()))
+                freq = np.zeros(n_docs, dtype=np.float64)
+                for i in candidates:
+                    freq[i] = _phrase_freq(docs_tokens[i], phrase)
                 df = int(np.count_nonzero(freq))
                 if df == 0:
                     continue

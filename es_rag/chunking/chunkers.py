@@ -255,7 +255,7 @@ class Chunker:
             elif kind == "parent" and html:
                 ctx = layout.view(start, end)
             return Chunk(
-                chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end),
+                chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end, tenant_id),
                 source_id=source_id,
                 source_version=source_version,
                 parent_id=parent_id,

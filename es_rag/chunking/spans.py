@@ -14,7 +14,9 @@ SENTENCE_RE = re.compile(r".+?(?:[。！？]+[」』）)]*|[.!?]+(?=\s)|$)", re.
 Span = tuple[int, int]
 
 
-def stable_chunk_id(source_id: str, source_version: str, chunker_version: str, kind: str, start: int, end: int) -> str:
+def stable_chunk_id(
+    source_id: str, source_version: str, chunker_version: str, kind: str, start: int, end: int, tenant_id: str = ""
+) -> str:
     """Chunk id from lineage and span, never from the text alone (identical boilerplate in two
     sections must not collide; seed 000).
 
@@ -25,8 +27,11 @@ def stable_chunk_id(source_id: str, source_version: str, chunker_version: str, k
         kind: ``child`` or ``parent``.
         start: Start offset of the span.
         end: End offset of the span.
+        tenant_id: Owner tenant: the same source ingested by two tenants must not share ids (the chunk id
+            is the Elasticsearch ``_id``; a shared id would let one tenant's write replace the other's).
     """
-    key = "\x1f".join((source_id, source_version, chunker_version, kind, str(start), str(end)))
+    parts = (source_id, source_version, chunker_version, kind, str(start), str(end))
+    key = "\x1f".join((tenant_id, *parts) if tenant_id else parts)
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 

@@ -34,8 +34,12 @@ def test_demo_json_on_the_offline_minilm(capsys) -> None:  # type: ignore[no-unt
 
 @pytest.mark.slow
 def test_wheel_ships_the_assets(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)], cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("es_rag-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("index_templates", "ingest_pipelines"):

@@ -213,3 +213,78 @@ def test_missing_tenant_is_refused(capsys) -> None:  # type: ignore[no-untyped-d
     with pytest.raises(SystemExit):
         main(["search", "x"])
     assert "--tenant" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def cli_index(tiny_bi_encoder: Path, sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The whole sample corpus ingested through the CLI; returns the shared model/index options."""
+    common = [
+        "--embedding-model",
+        str(tiny_bi_encoder),
+        "--vector-dims",
+        "32",
+        "--reranker",
+        "none",
+        "--index-dir",
+        str(tmp_path_factory.mktemp("cli-idx")),
+    ]
+    files = sorted(str(p) for p in sample_dir.glob("*.md"))
+    assert main(["ingest", *files, "--tenant", "acme", "--json", *common]) == 0
+    return common
+
+
+def test_cli_post_retrieval_flags_reach_the_pipeline(cli_index, capsys) -> None:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    flags = [
+        "--expand",
+        "neighbors",
+        "--expand-neighbors",
+        "2",
+        "--max-chunks-per-source",
+        "1",
+        "--mmr-preset",
+        "exploratory",
+        "--fusion-method",
+        "linear",
+        "--score-normalizer",
+        "zscore",
+        "--exact-channel",
+        "off",
+    ]
+    assert main(["search", "rotate the API key NIM-E1042", "--tenant", "acme", "--json", *flags, *cli_index]) == 0
+    out = json.loads(capsys.readouterr().out)
+    paths = out["trace"]["paths"]
+    assert paths["expand"] == "neighbours +/-2 within the parent section"
+    assert paths["select"].startswith("mmr(lambda=0.5) + max 1/source")
+    assert paths["fusion"].startswith("client-linear (normalizer=zscore")
+    sources = [h["source_id"] for h in out["hits"]]
+    assert out["hits"] and len(sources) == len(set(sources))  # the per-source cap of 1
+    retrieve = next(s for s in out["trace"]["stages"] if s["name"] == "retrieve")
+    assert set(retrieve["info"]["channels"]) == {"bm25", "dense"}  # --exact-channel off
+    # without the flag the identifier NIM-E1042 brings the exact channel in
+    assert main(["search", "rotate the API key NIM-E1042", "--tenant", "acme", "--json", *cli_index]) == 0
+    out = json.loads(capsys.readouterr().out)
+    retrieve = next(s for s in out["trace"]["stages"] if s["name"] == "retrieve")
+    assert set(retrieve["info"]["channels"]) == {"bm25", "dense", "exact"}
+    assert out["trace"]["paths"]["expand"] == "none" and out["trace"]["paths"]["fusion"].startswith("client-rrf")
+
+
+def test_cli_search_prints_status_and_gate_decision(cli_index, capsys) -> None:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    assert main(["search", "remote wipe", "--tenant", "acme", "--gate-cliff", "off", *cli_index]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "status: undecided" in lines
+    (gate,) = [line for line in lines if line.startswith("gate decision: ")]
+    assert "fused order carries no relevance scores" in gate  # no reranker: the gate decides nothing
+
+
+def test_cli_rejects_invalid_knob_values(cli_index, capsys) -> None:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    assert main(["search", "x", "--tenant", "acme", "--rerank-timeout", "0", *cli_index]) == 2
+    assert "rerank_timeout: must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one MMR knob at a time
+        main(["search", "x", "--tenant", "acme", "--mmr-lambda", "0.3", "--mmr-preset", "single_fact", *cli_index])
+    assert "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["search", "x", "--tenant", "acme", "--channel-weights", "dense", *cli_index])
+    assert "expected NAME=NUMBER" in capsys.readouterr().err

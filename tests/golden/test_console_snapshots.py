@@ -27,36 +27,112 @@ from es_rag.assets import index_creation_requests, setup_requests
 from es_rag.cli import main
 from es_rag.config import Settings
 from es_rag.filters import SearchFilter
-from es_rag.queries import search_requests
+from es_rag.queries import search_requests, search_template_request
 from es_rag.requests import EsRequest, render
 from es_rag.versioning import VersionGate, registry_index
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 QUERY = "How do I reset my password?"
+QUERY_EXACT = "What does error E1042 in sync_engine.start() mean?"
 
 SETUP_ARGS = ["setup", "--dry-run"]
-EXPLAIN_ARGS = ["explain", QUERY, "--tenant", "acme", "--acl", "support", "--no-vector", "--vector-dims", "8"]
+EXPLAIN_TAIL = ["--tenant", "acme", "--acl", "support", "--no-vector", "--vector-dims", "8"]
+EXPLAIN_ARGS = ["explain", QUERY, *EXPLAIN_TAIL]
+EXPLAIN_EXACT_ARGS = ["explain", QUERY_EXACT, *EXPLAIN_TAIL]
 
 #: snapshot file -> CLI arguments (console format).
 GOLDEN: dict[str, list[str]] = {
     "setup_dry_run_default.console.txt": [*SETUP_ARGS, "--format", "console"],
+    "setup_dry_run_language_ja.console.txt": [*SETUP_ARGS, "--language", "ja", "--format", "console"],
     "explain_reset_password_acme_support_dims8.console.txt": [*EXPLAIN_ARGS, "--format", "console"],
+    "explain_exact_channel_acme_support_dims8.console.txt": [*EXPLAIN_EXACT_ARGS, "--format", "console"],
+    "explain_exact_linear_weighted_acme_support_dims8.console.txt": [
+        *EXPLAIN_EXACT_ARGS,
+        "--fusion-method",
+        "linear",
+        "--channel-weights",
+        "dense=2",
+        "--format",
+        "console",
+    ],
+    "explain_client_zscore_acme_support_dims8.console.txt": [
+        *EXPLAIN_ARGS,
+        "--fusion-method",
+        "linear",
+        "--score-normalizer",
+        "zscore",
+        "--format",
+        "console",
+    ],
+    "explain_template_exact_acme_support_dims8.console.txt": [*EXPLAIN_EXACT_ARGS, "--template", "--format", "console"],
+}
+
+NATIVE_RRF = "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
+NATIVE_LINEAR = "# native fusion: linear retriever, normalizer minmax (Enterprise/trial licence, Elasticsearch >= 9.1)"
+EXACT_NOTE = (
+    "# exact channel: identifiers ['E1042', 'sync_engine.start()'] as match_phrase on text.ident, title.ident, "
+    "heading_path.ident"
+)
+SETUP_NOTE = (
+    "# analyzer standard: --analyzer auto, no cluster probed (analysis-kuromoji assumed absent), no --language "
+    "given; a Japanese/CJK corpus needs --language ja|zh|ko"
+)
+
+#: snapshot file -> the comment lines the console output carries, in order.
+COMMENTS: dict[str, list[str]] = {
+    "setup_dry_run_default.console.txt": [SETUP_NOTE],
+    "setup_dry_run_language_ja.console.txt": [
+        "# analyzer cjk: --analyzer auto, no cluster probed (analysis-kuromoji assumed absent), corpus language ja "
+        "(Japanese): cjk bigrams"
+    ],
+    "explain_reset_password_acme_support_dims8.console.txt": [
+        NATIVE_RRF,
+        "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
+    ],
+    "explain_exact_channel_acme_support_dims8.console.txt": [
+        EXACT_NOTE,
+        NATIVE_RRF,
+        "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's RRF (any licence)",
+    ],
+    "explain_exact_linear_weighted_acme_support_dims8.console.txt": [
+        EXACT_NOTE,
+        "# channel weights: dense=2.0 (any other channel 1.0)",
+        NATIVE_LINEAR,
+        "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's linear fusion (minmax) (any licence)",
+    ],
+    "explain_client_zscore_acme_support_dims8.console.txt": [
+        "# native fusion not used (normalizer zscore is client-only): client path only",
+        "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
+    ],
+    "explain_template_exact_acme_support_dims8.console.txt": [
+        "# stored search template es-rag-hybrid (installed by es-rag setup): native rrf over bm25 + dense + exact "
+        "with the filter in every child (Enterprise/trial licence)",
+    ],
 }
 
 
 def expected_requests(snapshot: str) -> list[EsRequest]:
     """The requests each command prints, built by the pure builders."""
     if snapshot.startswith("setup"):
-        settings = Settings()
+        settings = Settings(analyzer="cjk" if "language_ja" in snapshot else "standard")
         return setup_requests(settings) + index_creation_requests(settings)
     settings = Settings(vector_dims=8)
+    if "linear_weighted" in snapshot:
+        settings = settings.replace(fusion_method="linear", channel_weights={"dense": 2.0})
+    elif "zscore" in snapshot:
+        settings = settings.replace(fusion_method="linear", score_normalizer="zscore")
+    query = QUERY_EXACT if "_exact" in snapshot else QUERY
     # explain prints what the pipeline sends: the caller's filter plus the active-version gate
     flt = SearchFilter("acme", ("support",)).with_versions(VersionGate("acme", index=registry_index(settings)))
     vector = [1.0] + [0.0] * 7  # --no-vector placeholder (unit vector)
+    if "template" in snapshot:
+        return [search_template_request(query, vector, flt, settings)]
+    if "zscore" in snapshot:  # zscore exists only client-side: no native path to print
+        return search_requests(query, vector, flt, settings, native=False)
     # no --es and fusion auto: explain prints the native path, then the client path
     return [
-        *search_requests(QUERY, vector, flt, settings, native=True),
-        *search_requests(QUERY, vector, flt, settings, native=False),
+        *search_requests(query, vector, flt, settings, native=True),
+        *search_requests(query, vector, flt, settings, native=False),
     ]
 
 
@@ -214,15 +290,13 @@ def test_console_text_parses_back_to_the_json_rendering(snapshot: str, capsys: p
     console = run_cli(GOLDEN[snapshot], capsys)
     reqs = expected_requests(snapshot)
     assert parse_console(console) == json.loads(render(reqs, "json"))
-    # the requests themselves render to exactly this console text (explain adds one comment per path)
-    if snapshot.startswith("setup"):
-        assert console == render(reqs, "console")
+    # the requests themselves render to exactly this console text, plus the comment lines (one per path for
+    # explain, the analyzer decision for setup)
+    assert [line for line in console.splitlines() if line.startswith("#")] == COMMENTS[snapshot]
+    stripped = "\n".join(line for line in console.split("\n") if not line.startswith("#"))
+    if snapshot.startswith("setup") or len(reqs) == 1:
+        assert stripped == render(reqs, "console")
     else:
-        assert [line for line in console.splitlines() if line.startswith("#")] == [
-            "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)",
-            "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
-        ]
-        stripped = "\n".join(line for line in console.split("\n") if not line.startswith("#"))
         assert stripped == render(reqs[:1], "console") + "\n" + render(reqs[1:], "console")
 
 

@@ -6,8 +6,9 @@ Credentials come from ``ES_API_KEY`` or ``ES_USERNAME``/``ES_PASSWORD`` (read by
 self-signed development cluster.
 
 The suite works under a throw-away prefix ``es-rag-test-<random>`` and, when the module is done,
-deletes exactly the indices, index templates, component templates and ingest pipelines that
-``setup()`` created under that prefix - never a wildcard, never anything else.
+deletes exactly the indices, index templates, component templates, ingest pipelines and the stored
+search template (``_scripts/<prefix>-hybrid``) that ``setup()`` created under that prefix - never a
+wildcard, never anything else.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.assets import setup_requests  # noqa: E402
+from es_rag.assets import setup_paths  # noqa: E402
 from es_rag.backends.elasticsearch import ElasticsearchBackend  # noqa: E402
 from es_rag.config import Settings  # noqa: E402
 from es_rag.requests import EsRequest  # noqa: E402
@@ -67,8 +68,9 @@ def delete_created_assets(backend: ElasticsearchBackend) -> None:
         raise AssertionError(f"refusing to clean up non-test prefix {s.index_prefix!r}")
     for index in (s.chunk_index, s.parent_index, f"{s.index_prefix}-versions"):
         backend.send(EsRequest("DELETE", index), ignore=(404,))
-    for req in reversed(setup_requests(s)):  # index templates, component templates, then pipelines
-        backend.send(EsRequest("DELETE", req.path), ignore=(404,))
+    # stored script, index templates, component templates, then pipelines (setup order reversed)
+    for path in reversed(setup_paths(s)):
+        backend.send(EsRequest("DELETE", path), ignore=(404,))
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,11 @@ def test_setup_twice_is_idempotent_and_doctor_sees_current_assets(installed: Ela
     assert report["assets"]["missing_or_stale"] == {}
     installed_assets = report["cluster"]["installed_assets"]
     assert set(installed_assets) == {r.path for r in setup_requests(s)}
-    assert set(installed_assets.values()) == {ASSET_VERSION}
+    assert set(installed_assets.values()) == {ASSET_VERSION}  # the stored search template's marker included
+    assert f"_scripts/{s.index_prefix}-hybrid" in installed_assets
+    # the analyzer read back from the installed component templates, per text field
+    assert report["analysis"]["check"].startswith("ok"), report["analysis"]
+    assert report["analysis"]["installed"]["chunks"]["text"] == f"{s.analyzer.value} (es_rag_text)"
 
     # the index templates really applied: the chunk index writes through the chunk pipeline
     got = installed.send(EsRequest("GET", f"{s.chunk_index}/_settings"))

@@ -100,3 +100,51 @@ def test_delete_source_leaves_nothing(installed: ElasticsearchBackend, minilm_to
     assert result["deleted"] > 0
     assert result["remaining"] == {"chunks": 0, "parents": 0}
     assert "live-guide" not in EsVersionStore(installed).state("acme").active
+
+
+def test_embedding_input_processors_pick_contextual_text_else_text(installed: ElasticsearchBackend) -> None:
+    """The chunks-inference pipeline's embedding-input processors (everything before the ``inference``
+    processor, which needs an endpoint) simulated on the real cluster: the input is ``Chunk.embed_text``."""
+    from es_rag.assets import render_asset
+
+    settings = installed.settings.replace(inference_id="es-rag-live-missing-endpoint")
+    processors = render_asset("ingest_pipelines", "chunks-inference", settings)["processors"]
+    kinds = [next(iter(p)) for p in processors]
+    pipeline = {"processors": processors[: kinds.index("inference")]}
+    base = {"chunk_id": "c", "tenant_id": "acme", "source_id": "s", "text": "raw <b>span</b>"}
+    docs = [{"_source": base}, {"_source": {**base, "contextual_text": "visible span"}}]
+    resp = installed.send(EsRequest("POST", "_ingest/pipeline/_simulate", {"pipeline": pipeline, "docs": docs}))
+    got = [d["doc"]["_source"]["_es_rag_embed_input"] for d in resp["docs"]]
+    assert got == ["raw <b>span</b>", "visible span"]
+
+
+def test_semantic_text_mode_end_to_end(live_backend: ElasticsearchBackend, minilm_tokenizer: Any) -> None:
+    """vector_mode semantic_text on a cluster with a usable endpoint (skipped otherwise): sections are
+    written, the semantic query finds them under the tenant filter, highlights name a server chunk."""
+    import os
+
+    from es_rag.assets import setup_requests
+    from es_rag.config import Settings
+
+    inference_id = os.environ.get("ES_RAG_LIVE_INFERENCE_ID", ".multilingual-e5-small-elasticsearch")
+    settings = Settings(
+        index_prefix=f"{live_backend.settings.index_prefix}-sem", inference_id=inference_id, vector_mode="semantic_text"
+    )
+    backend = ElasticsearchBackend(live_backend.client, settings)
+    support = backend.doctor()["semantic_text"]
+    if not support["usable"]:
+        pytest.skip(f"semantic_text not usable here: {support['reason']}")
+    try:
+        backend.setup()
+        chunker = StructureChunker(minilm_tokenizer, max_tokens=64)
+        doc = _doc("v1", "Remote wipe erases a lost laptop. Keys rotate every 90 days.")
+        report = ingest_documents([doc], chunker=chunker, embedder=None, backend=backend, server_chunking=True)
+        assert not report.failed and report.indexed >= 1
+        ret = backend.retrieve("how often do keys rotate", None, backend.gated(SearchFilter("acme")), settings)
+        hits = ret.fused if ret.fused is not None else ret.channels.get("dense", [])
+        assert hits and all(h.tenant_id == "acme" for h in hits)
+    finally:
+        for index in (settings.chunk_index, settings.parent_index, f"{settings.index_prefix}-versions"):
+            backend.send(EsRequest("DELETE", index), ignore=(404,))
+        for req in reversed(setup_requests(settings)):
+            backend.send(EsRequest("DELETE", req.path), ignore=(404,))

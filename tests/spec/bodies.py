@@ -8,6 +8,8 @@ The bodies are produced by the package's own builders, never written by hand:
 * search: :func:`es_rag.queries.search_requests` on both fusion paths (native ``rrf`` ``_search`` and
   client ``_msearch``), with and without a query vector (BM25-only fallback), with channel weights
   (weighted RRF), with metadata filters and with ``vectors_in_source_param`` True and False;
+* neighbour expansion: :func:`es_rag.queries.neighbors_request` (``_msearch``, two searches per anchor)
+  under every filter, which :meth:`ElasticsearchBackend.get_neighbors` sends unchanged;
 * backend-only bodies: the ``get_parents`` ``_search``, the ``_count`` body and the ``_bulk`` body of
   :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend` are built inline in the backend (there is
   no pure builder for them), so they are captured by calling the backend with recording clients: a tiny
@@ -36,6 +38,7 @@ from es_rag.config import Analyzer, Settings, Similarity
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk
 from es_rag.queries import (
+    neighbors_request,
     render_search_template,
     search_requests,
     search_template_params,
@@ -61,12 +64,27 @@ QUERY = "How do I reset my password?"
 SETUP_VARIANTS: dict[str, Settings] = {
     "default": Settings(),
     "inference=my-e5": Settings(inference_id="my-e5"),
-    **{f"analyzer={a.value}": Settings(analyzer=a) for a in Analyzer if a is not Analyzer.STANDARD},
+    # (auto is resolved before rendering: es_rag.assets.resolve_analyzer; rendering it unresolved raises)
+    **{f"analyzer={a.value}": Settings(analyzer=a) for a in Analyzer if a not in (Analyzer.STANDARD, Analyzer.AUTO)},
     **{f"similarity={s.value}": Settings(similarity=s) for s in Similarity if s is not Similarity.COSINE},
     "prefix=acme-kb": Settings(index_prefix="acme-kb"),
     "dims=8": Settings(vector_dims=8),
     "dims=1024": Settings(vector_dims=1024),
     "prefix=acme-kb+inference=my-e5": Settings(index_prefix="acme-kb", inference_id="my-e5"),
+    # vector_mode semantic_text: semantic_text mapping with field-level chunking_settings, chunks-semantic
+    # pipeline. (strategy "none" is left out: Elasticsearch's NoneChunkingSettings accepts only `strategy`,
+    # while the 9.5.1 types require `max_chunk_size`; tests/unit/test_semantic_text.py pins that body.)
+    "semantic_text=e5+sentence": Settings(inference_id="my-e5", vector_mode="semantic_text"),
+    "semantic_text=e5+word": Settings(
+        inference_id="my-e5",
+        vector_mode="semantic_text",
+        semantic_chunking="word",
+        semantic_max_chunk_size=120,
+        semantic_overlap=40,
+    ),
+    "semantic_text=elser+endpoint-chunking": Settings(
+        inference_id=".elser-2-elasticsearch", vector_mode="semantic_text", semantic_chunking=None
+    ),
 }
 
 #: Settings variants of the search bodies (name -> settings).
@@ -113,9 +131,10 @@ class BodyCase:
         case: The request as a spec case.
         kind: ``pipeline``, ``component_template``, ``index_template``, ``create_index``, ``search``
             (native ``rrf``/standard retriever ``_search``), ``msearch`` (client path), ``get_parents``,
-            ``count``, ``bulk`` or ``probe`` (bodyless GET).
+            ``neighbors`` (neighbour-expansion ``_msearch``), ``count``, ``bulk``, ``script`` (stored search
+            template PUT), ``search_template``, ``lineage`` or ``probe`` (bodyless GET).
         settings: Settings the body was built with.
-        flt: The hard filter of a search / get_parents body, else None.
+        flt: The hard filter of a search / get_parents / neighbors body, else None.
         asset: For setup requests the asset's file name (e.g. ``component-chunk-mappings``).
     """
 
@@ -131,6 +150,7 @@ _SETUP_KINDS = {
     "_ingest/pipeline/": ("pipeline", ""),
     "_component_template/": ("component_template", "component-"),
     "_index_template/": ("index_template", "index-"),
+    "_scripts/": ("script", "search-template-"),  # search_templates/hybrid.mustache -> search-template-hybrid
 }
 
 
@@ -203,6 +223,35 @@ def channel_bodies() -> list[BodyCase]:
         rendered = render_search_template(search_template_source(), search_template_params(query, vec, flt, settings))
         req = EsRequest("POST", f"{settings.chunk_index}/_search", rendered)
         out.append(BodyCase(_case(f"search template rendered {label}", req), "search", settings, flt=flt))
+    return out
+
+
+#: The settings of the semantic_text search bodies.
+SEMANTIC_SETTINGS: dict[str, Settings] = {
+    "semantic_text": Settings(inference_id="my-e5", vector_mode="semantic_text"),
+    "semantic_text+weights": Settings(
+        inference_id="my-e5", vector_mode="semantic_text", channel_weights={"bm25": 1.0, "dense": 2.0}
+    ),
+    "semantic_text+linear": Settings(inference_id="my-e5", vector_mode="semantic_text", fusion_method="linear"),
+}
+
+
+def semantic_bodies() -> list[BodyCase]:
+    """``vector_mode=semantic_text``: the ``semantic`` query replaces kNN on both fusion paths, under
+    every filter, with and without the exact channel (no client vector: the cluster embeds the query)."""
+    out: list[BodyCase] = []
+    for sname, settings in SEMANTIC_SETTINGS.items():
+        for fname, flt in FILTERS.items():
+            if sname != "semantic_text" and fname != "acl=support,eng+metadata":
+                continue
+            for query in (QUERY, QUERY_EXACT):
+                for native in (True, False):
+                    (req,) = search_requests(query, None, flt, settings, native=native)
+                    name = (
+                        f"search[{sname}] {'native' if native else 'client msearch'} "
+                        f"{'exact-channel' if query == QUERY_EXACT else 'plain'} filter={fname}"
+                    )
+                    out.append(BodyCase(_case(name, req), "search" if native else "msearch", settings, flt=flt))
     return out
 
 
@@ -369,7 +418,7 @@ def _chunks(settings: Settings) -> tuple[list[Chunk], list[Chunk]]:
         token_count=8,
         **common,
     )
-    if settings.inference_id is None:  # else the ingest pipeline's inference processor embeds
+    if settings.inference_id is None:  # else the ingest pipeline's inference processor / semantic_text embeds
         child = child.with_vector(
             np.asarray(query_vector(settings.vector_dims), dtype=np.float32),
             "sentence-transformers/all-MiniLM-L6-v2@rev",
@@ -408,12 +457,43 @@ def backend_bodies() -> list[BodyCase]:
             )
         (req,) = backend_calls(settings, lambda b: b.count())
         out.append(BodyCase(_case(f"backend[{sname}] count", req), "count", settings))
-    for sname, settings in (("default", Settings()), ("inference=my-e5", Settings(inference_id="my-e5"))):
+    for sname, settings in (
+        ("default", Settings()),
+        ("inference=my-e5", Settings(inference_id="my-e5")),
+        ("semantic_text=my-e5", SEMANTIC_SETTINGS["semantic_text"]),
+    ):
         for i, req in enumerate(bulk_requests(settings)):
             out.append(BodyCase(_case(f"backend[{sname}] bulk #{i + 1}", req), "bulk", settings))
     settings = Settings()
     for req in backend_calls(settings, lambda b: b.probe()):
         out.append(BodyCase(_case(f"backend[default] probe GET /{req.path}", req), "probe", settings))
+    return out
+
+
+#: Anchors of the neighbour-expansion bodies: a child with its full lineage, and one without version
+#: and parent (each leaves its term clause out of the restriction).
+NEIGHBOR_ANCHORS: dict[str, list[Any]] = {
+    "anchor=full": [
+        SimpleNamespace(chunk_id="c-2", source_id="handbook", source_version="v3", parent_id="p-1", start_offset=120)
+    ],
+    "anchors=full+bare": [
+        SimpleNamespace(chunk_id="c-2", source_id="handbook", source_version="v3", parent_id="p-1", start_offset=120),
+        SimpleNamespace(chunk_id="c-9", source_id="faq", source_version=None, parent_id=None, start_offset=0),
+    ],
+}
+
+
+def neighbor_bodies() -> list[BodyCase]:
+    """The ``_msearch`` of neighbour expansion (:func:`es_rag.queries.neighbors_request`) under every filter:
+    two searches per anchor (children before it, children after it), each under the hard filter."""
+    out: list[BodyCase] = []
+    settings = Settings()
+    for aname, anchors in NEIGHBOR_ANCHORS.items():
+        for fname, flt in FILTERS.items():
+            for window in (1, 2):
+                req = neighbors_request(anchors, flt, settings, window=window)
+                name = f"neighbors[{aname}] window={window} filter={fname}"
+                out.append(BodyCase(_case(name, req), "neighbors", settings, flt=flt))
     return out
 
 
@@ -438,7 +518,15 @@ def lineage_bodies() -> list[BodyCase]:
 
 def all_bodies() -> list[BodyCase]:
     """Every body case with its context (see :class:`BodyCase`)."""
-    return [*setup_bodies(), *search_bodies(), *channel_bodies(), *backend_bodies(), *lineage_bodies()]
+    return [
+        *setup_bodies(),
+        *search_bodies(),
+        *channel_bodies(),
+        *semantic_bodies(),
+        *backend_bodies(),
+        *neighbor_bodies(),
+        *lineage_bodies(),
+    ]
 
 
 def all_cases() -> list[SpecCase]:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from es_rag.assets import ASSET_VERSION
-from es_rag.config import Settings
+from es_rag.config import SEMANTIC_FIELD, Settings, VectorMode
 from es_rag.filters import SearchFilter
 from es_rag.queries import search_requests
 from es_rag.spec_check import SpecCase, TscResult, misspell_one_key, run_tsc
@@ -71,7 +71,7 @@ LINEAGE_FIELDS = (
     "vector",
 )
 ASSET_KINDS = {"pipeline", "component_template", "index_template"}
-SEARCH_KINDS = {"search", "msearch", "get_parents"}
+SEARCH_KINDS = {"search", "msearch", "get_parents", "neighbors"}
 
 
 # =============================================================================== (a) one tsc run
@@ -94,6 +94,7 @@ def test_case_inventory() -> None:
         "search",
         "msearch",
         "get_parents",
+        "neighbors",
         "count",
         "bulk",
         "probe",
@@ -101,10 +102,13 @@ def test_case_inventory() -> None:
         "search_template",
         "lineage",
     }
-    # every setup variant contributes its seven assets, the version-registry template and three
-    # index-creation PUTs (chunks, parents, versions)
+    # every setup variant contributes its seven assets, the version-registry template, the stored search
+    # template (PUT _scripts) and three index-creation PUTs (chunks, parents, versions)
     for vname in SETUP_VARIANTS:
-        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 11, vname
+        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 12, vname
+        scripts = [b for b in BODIES if b.case.name.startswith(f"setup[{vname}] script ")]
+        assert [b.case.path for b in scripts] == [f"_scripts/{b.settings.index_prefix}-hybrid" for b in scripts]
+        assert len(scripts) == 1, vname
 
 
 def test_every_body_passes_tsc(all_run: TscResult) -> None:
@@ -124,16 +128,25 @@ WEIGHTED = "search[weights=bm25:1,dense:2] native vector filter=acl=support,eng+
 NATIVE_BM25 = "search[default] native bm25-only filter=acl=support exclude_vectors=omitted"
 MSEARCH = "search[default] client msearch vector filter=acl=support exclude_vectors=sent"
 MSEARCH_NO_EXCL = "search[default] client msearch vector filter=acl=support exclude_vectors=omitted"
+NEIGHBORS = "neighbors[anchors=full+bare] window=2 filter=acl=support,eng+metadata"
+SEM_NATIVE = "search[semantic_text] native plain filter=acl=support"
+SEM_MSEARCH = "search[semantic_text] client msearch plain filter=acl=support"
+SEM_MAPPING = "setup[semantic_text=e5+word] component_template component-chunk-mappings"
 MISSPELLINGS: list[tuple[str, list[str | int]]] = [
+    (SEM_NATIVE, ["retriever", "rrf", "retrievers", 1, "standard", "query", "semantic", "field"]),
+    (SEM_NATIVE, ["highlight", "fields", SEMANTIC_FIELD, "number_of_fragments"]),
+    (SEM_MSEARCH, [3, "query", "bool", "must", 0, "semantic", "query"]),
+    (SEM_MAPPING, ["template", "mappings", "properties", SEMANTIC_FIELD, "inference_id"]),
+    (SEM_MAPPING, ["template", "mappings", "properties", SEMANTIC_FIELD, "chunking_settings", "max_chunk_size"]),
     (_D + "pipeline chunks", ["processors", 5, "fingerprint", "target_field"]),
     (_D + "pipeline chunks", ["processors", 4, "set", "copy_from"]),
     (_D + "pipeline chunks", ["processors", 0, "fail", "if"]),
     (_D + "pipeline parents", ["processors", 1, "fail", "message"]),
     (
         "setup[inference=my-e5] pipeline chunks-inference",
-        ["processors", 7, "inference", "input_output", 0, "output_field"],
+        ["processors", 9, "inference", "input_output", 0, "output_field"],
     ),
-    ("setup[inference=my-e5] pipeline chunks-inference", ["processors", 7, "inference", "model_id"]),
+    ("setup[inference=my-e5] pipeline chunks-inference", ["processors", 9, "inference", "model_id"]),
     ("setup[inference=my-e5] pipeline chunks-inference", ["processors", 8, "set", "field"]),
     (_D + "component_template component-chunk-settings", ["template", "settings"]),
     (
@@ -192,6 +205,8 @@ MISSPELLINGS: list[tuple[str, list[str | int]]] = [
         [1, "_source", "includes"],
     ),
     ("backend[default] get_parents filter=acl=support", ["query", "bool", "filter", 0, "ids", "values"]),
+    (NEIGHBORS, [1, "query", "bool", "filter"]),
+    (NEIGHBORS, [3, "_source", "excludes"]),
     ("backend[default] count", ["query", "match_all"]),
     ("backend[default] bulk #1", [0, "index", "_index"]),
 ]
@@ -225,6 +240,7 @@ def test_misspellings_cover_every_body_kind() -> None:
         "search",
         "msearch",
         "get_parents",
+        "neighbors",
         "count",
         "bulk",
     }
@@ -263,17 +279,29 @@ def _chunk_mapping_cases() -> list[BodyCase]:
 @pytest.mark.parametrize("body_case", _chunk_mapping_cases(), ids=lambda b: b.case.name)
 def test_chunk_mapping_maps_every_lineage_field(body_case: BodyCase) -> None:
     props = body_case.case.body["template"]["mappings"]["properties"]
-    missing = [f for f in LINEAGE_FIELDS if f not in props]
+    # semantic_text mode stores no client vector: the semantic_text field holds the server's embeddings
+    fields = [
+        f for f in LINEAGE_FIELDS if not (f == "vector" and body_case.settings.vectors is VectorMode.SEMANTIC_TEXT)
+    ]
+    missing = [f for f in fields if f not in props]
     assert not missing, f"lineage fields not mapped: {missing}"
-    for f in LINEAGE_FIELDS:
+    for f in fields:
         assert "type" in props[f], f
     s = body_case.settings
-    assert props["vector"] == {
-        "type": "dense_vector",
-        "dims": s.vector_dims,
-        "index": True,
-        "similarity": s.similarity.value,
-    }
+    if s.vectors is VectorMode.SEMANTIC_TEXT:
+        assert "vector" not in props
+        expected: dict[str, Any] = {"type": "semantic_text", "inference_id": s.inference_id}
+        if s.semantic_chunking_settings() is not None:
+            expected["chunking_settings"] = s.semantic_chunking_settings()
+        assert props[SEMANTIC_FIELD] == expected
+    else:
+        assert SEMANTIC_FIELD not in props
+        assert props["vector"] == {
+            "type": "dense_vector",
+            "dims": s.vector_dims,
+            "index": True,
+            "similarity": s.similarity.value,
+        }
     assert body_case.case.body["template"]["mappings"]["dynamic"] == "strict"
 
 
@@ -303,10 +331,44 @@ def test_asset_variants_render_their_settings() -> None:
         elif b.asset == "chunks-inference":
             (inf,) = [p["inference"] for p in body["processors"] if "inference" in p]
             assert inf["model_id"] == s.inference_id
-            assert inf["input_output"] == [{"input_field": "text", "output_field": "vector"}]
+            # the embedding input is contextual_text when set, else text (Chunk.embed_text), via a temporary
+            # field that two Painless-free set processors fill and a remove processor drops
+            assert inf["input_output"] == [{"input_field": "_es_rag_embed_input", "output_field": "vector"}]
+            sets = [p["set"] for p in body["processors"] if p.get("set", {}).get("field") == "_es_rag_embed_input"]
+            assert sets == [
+                {
+                    "tag": "embed_input_text",
+                    "description": sets[0]["description"],
+                    "field": "_es_rag_embed_input",
+                    "copy_from": "text",
+                },
+                {
+                    "tag": "embed_input_contextual_text",
+                    "description": sets[1]["description"],
+                    "field": "_es_rag_embed_input",
+                    "copy_from": "contextual_text",
+                    "ignore_empty_value": True,
+                },
+            ]
+            assert {
+                "remove": {
+                    "tag": "drop_embed_input",
+                    "description": body["processors"][-2]["remove"]["description"],
+                    "field": "_es_rag_embed_input",
+                    "ignore_missing": True,
+                }
+            } in body["processors"]
             assert b.case.path == f"_ingest/pipeline/{s.index_prefix}-chunks-inference"
         elif b.asset == "chunks":
             assert not any("inference" in p for p in body["processors"])
+        elif b.asset == "chunks-semantic":
+            assert s.vectors is VectorMode.SEMANTIC_TEXT
+            assert b.case.path == f"_ingest/pipeline/{s.index_prefix}-chunks-semantic"
+            assert not any("inference" in p for p in body["processors"])  # semantic_text embeds, not a processor
+            fills = [
+                p["set"]["copy_from"] for p in body["processors"] if p.get("set", {}).get("field") == SEMANTIC_FIELD
+            ]
+            assert fills == ["text", "contextual_text"]
 
 
 # =============================================================================== (d) hard filters
@@ -344,7 +406,7 @@ def filter_holders(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tupl
 
 def _search_items(b: BodyCase) -> list[dict[str, Any]]:
     """The search bodies inside a request: the _search body, or every second _msearch line."""
-    if b.kind == "msearch":
+    if b.kind in ("msearch", "neighbors"):
         headers, items = b.case.body[0::2], b.case.body[1::2]
         assert headers == [{"index": b.settings.chunk_index}] * len(items)
         return list(items)
@@ -352,7 +414,7 @@ def _search_items(b: BodyCase) -> list[dict[str, Any]]:
 
 
 def _expected_holders(b: BodyCase, item: dict[str, Any]) -> int:
-    if b.kind == "get_parents":
+    if b.kind in ("get_parents", "neighbors"):
         return 1  # one bool query
     if b.kind == "msearch":
         return 1  # bm25 item: one bool; dense item: one knn
@@ -385,6 +447,17 @@ def assert_hard_filters(body_case: BodyCase) -> None:
             assert not missing, f"{where}: filter clauses missing: {missing}"
             if body_case.kind == "get_parents":
                 assert got == [{"ids": {"values": ["p-1", "p-2"]}}, *expected]
+            elif body_case.kind == "neighbors":
+                # the anchor's own source / version / section and the side of it, then the SearchFilter
+                restriction = got[: len(got) - len(expected)]
+                assert got[len(restriction) :] == expected, f"{where}: SearchFilter not intact: {got}"
+                assert restriction and restriction[0] == {"term": {"source_id": restriction[0]["term"]["source_id"]}}
+                for clause in restriction[1:-1]:
+                    assert list(clause) == ["term"], f"{where}: unexpected clause {clause}"
+                    assert list(clause["term"]) in (["source_version"], ["parent_id"]), f"{where}: {clause}"
+                side = restriction[-1]
+                assert list(side) == ["range"] and list(side["range"]) == ["start_offset"], f"{where}: {side}"
+                assert list(side["range"]["start_offset"]) in (["lt"], ["gt"]), f"{where}: {side}"
             else:
                 assert got == expected, f"{where}: extra clauses beyond the SearchFilter: {got}"
 
@@ -434,6 +507,14 @@ def test_every_retriever_knn_and_bool_carries_the_exact_filter(body_case: BodyCa
             lambda b: b[3]["knn"].pop("filter"),
         ),
         (
+            SEM_NATIVE,
+            lambda b: b["retriever"]["rrf"]["retrievers"][1]["standard"].pop("filter"),
+        ),
+        (
+            SEM_MSEARCH,
+            lambda b: b[3]["query"]["bool"]["filter"].pop(1),
+        ),
+        (
             MSEARCH,
             lambda b: b[1]["query"]["bool"]["filter"].pop(0),
         ),
@@ -449,6 +530,10 @@ def test_every_retriever_knn_and_bool_carries_the_exact_filter(body_case: BodyCa
             "backend[default] get_parents filter=acl=support",
             lambda b: b["query"]["bool"]["filter"][2]["terms"]["acl"].remove("public"),
         ),
+        (NEIGHBORS, lambda b: b[5]["query"]["bool"].pop("filter")),
+        (NEIGHBORS, lambda b: b[7]["query"]["bool"]["filter"].pop()),
+        (NEIGHBORS, lambda b: b[1]["query"]["bool"]["filter"].remove({"term": {"tenant_id": "globex"}})),
+        (NEIGHBORS, lambda b: b[3]["query"]["bool"]["filter"].insert(1, {"match_all": {}})),
     ],
     ids=[
         "knn-no-filter",
@@ -460,10 +545,16 @@ def test_every_retriever_knn_and_bool_carries_the_exact_filter(body_case: BodyCa
         "msearch-exact-no-filter",
         "template-exact-no-tenant",
         "msearch-knn-no-filter",
+        "semantic-child-no-filter",
+        "msearch-semantic-no-acl",
         "msearch-bool-no-tenant",
         "msearch-unfiltered-query",
         "post-filter",
         "parents-acl-without-public",
+        "neighbors-no-filter",
+        "neighbors-no-metadata-clause",
+        "neighbors-no-tenant",
+        "neighbors-foreign-clause",
     ],
 )
 def test_filter_walker_catches_a_missing_clause(base: str, mutate: Any) -> None:

@@ -578,7 +578,7 @@ def test_index_retries_items_rejected_with_429_then_succeeds(sleeps: list[float]
     bulks = node.calls(None, "_bulk")
     assert len(bulks) == 2
     assert [meta["_id"] for _, meta, _ in bulk_actions(bulks[1])] == ["c2"], "only the rejected doc is resent"
-    assert sleeps == [1]  # initial_backoff before the retry
+    assert len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1  # initial_backoff (with jitter) before the retry
 
 
 def test_index_retries_a_whole_bulk_rejected_with_429(sleeps: list[float]) -> None:
@@ -609,7 +609,8 @@ def test_index_gives_up_after_the_retries_and_reports_the_rejection(sleeps: list
     assert report.failed[0]["document"] == "docs/c2.md"
     assert "rejected execution" in report.failed[0]["reason"]
     assert len(node.calls(None, "_bulk")) == 4  # first try + max_retries=3
-    assert sleeps == [1, 2, 4]
+    assert len(sleeps) == 3 and 0.5 <= sleeps[0] <= 1  # jittered initial_backoff, then doubled
+    assert sleeps == [sleeps[0], 2 * sleeps[0], 4 * sleeps[0]]
 
 
 def test_index_reports_a_vector_dims_rejection_on_the_vector_field() -> None:
@@ -671,7 +672,11 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
     assert node.lines() == expected
     for sent, req in zip(node.requests, setup_requests(SETTINGS), strict=False):
         assert sent.body == req.body
-        assert sent.body["_meta"]["version"] == ASSET_VERSION
+        if req.path.startswith("_scripts/"):  # a stored script has no _meta: the version leads its source
+            assert sent.body["script"]["source"].startswith(f"{{{{! es_rag asset_version {ASSET_VERSION} }}}}\n")
+        else:
+            assert sent.body["_meta"]["version"] == ASSET_VERSION
+    assert f"PUT /_scripts/{SETTINGS.index_prefix}-hybrid" in expected  # the stored search template
     assert node.calls("PUT", SETTINGS.chunk_index)[0].body == {}
     assert [r["acknowledged"] for r in results] == [True] * len(results)
     assert len(results) == len(expected) - 3  # one result per index, not per HEAD + PUT
@@ -859,3 +864,48 @@ def test_bulk_response_helper_sets_errors_flag() -> None:
     ok = bulk_response([bulk_item_ok("i", "1")])
     bad = bulk_response([bulk_item_ok("i", "1"), bulk_item_fail_processor("i", "2", "boom")])
     assert ok["errors"] is False and bad["errors"] is True
+
+
+# =============================================================================================
+# get_neighbors (neighbour expansion)
+# =============================================================================================
+def test_get_neighbors_filters_every_search_and_foreign_tenant_hits_are_refused() -> None:
+    from es_rag.expansion import expand_neighbors
+    from es_rag.models import Hit
+
+    backend, node = probed()
+    anchor = Hit.from_source(doc("c2", start_offset=100, end_offset=142, parent_id="p-1", source_id="guide"))
+    before = doc("c1", start_offset=50, end_offset=99, parent_id="p-1", source_id="guide", text="before")
+    # a cluster that ignored the filter would answer another tenant's chunk: it must never reach the context
+    foreign = doc("x9", tenant="globex", start_offset=143, end_offset=180, parent_id="p-1", source_id="guide")
+    node.route(
+        "POST",
+        "_msearch",
+        (200, msearch_response([search_response([hit(before, None)]), search_response([hit(foreign, None)])])),
+    )
+
+    result = expand_neighbors([anchor], backend, FLT, window=1)
+
+    (req,) = node.calls("POST", "_msearch")
+    headers, searches = req.body[0::2], req.body[1::2]
+    assert headers == [{"index": CHUNKS_INDEX}] * 2
+    same = [{"term": {"source_id": "guide"}}, {"term": {"source_version": "v1"}}, {"term": {"parent_id": "p-1"}}]
+    for search, (op, order) in zip(searches, (("lt", "desc"), ("gt", "asc")), strict=True):
+        assert search["query"]["bool"]["filter"] == [*same, {"range": {"start_offset": {op: 100}}}, *FLT_CLAUSES]
+        assert search["sort"] == [{"start_offset": {"order": order}}]
+        assert search["size"] == 1 and "post_filter" not in search
+    assert result.info["refused_other_tenant"] == ["x9"]
+    (merged,) = result.hits
+    assert merged.expanded_from == ("c1", "c2")
+    assert "globex" not in merged.text and merged.start_offset == 50 and merged.end_offset == 142
+
+
+def test_get_neighbors_item_error_raises_cluster_error_with_the_item() -> None:
+    from es_rag.models import Hit
+
+    backend, node = probed()
+    err = error_body(400, "illegal_argument_exception", "No mapping found for [start_offset] in order to sort on")
+    node.route("POST", "_msearch", (200, msearch_response([search_response([]), {**err, "status": 400}])))
+    anchor = Hit.from_source(doc("c2", start_offset=100))
+    with pytest.raises(ClusterError, match="neighbour search failed: No mapping found"):
+        backend.get_neighbors([anchor], FLT, 1)
