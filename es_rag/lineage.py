@@ -54,7 +54,42 @@ class VersionStore(Protocol):
         ...
 
 
-class EsVersionStore:
+class _RegistryOps:
+    """The registry transitions both stores share; each store supplies ``_update`` (read, change, write
+    back: one registry document write on Elasticsearch, one assignment on the embedded backend)."""
+
+    def _update(self, tenant_id: str, change: Callable[[RegistryState], Any]) -> Any:
+        raise NotImplementedError
+
+    def begin(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
+        """Hide the versions about to be written (one registry write); returns those that need a switch.
+
+        Args:
+            tenant_id: The tenant.
+            pairs: ``(source_id, new_version)`` about to be written.
+        """
+        return list(self._update(tenant_id, lambda st: [p for p in pairs if st.begin(*p)]))
+
+    def commit(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
+        """The atomic switch: one registry update serves ``pairs`` and hides their previous versions.
+
+        Args:
+            tenant_id: The tenant.
+            pairs: ``(source_id, new_version)`` fully written and refreshed.
+        """
+
+        def change(st: RegistryState) -> list[Pair]:
+            retired = []
+            for source_id, version in pairs:
+                old = st.active.get(source_id)
+                if st.commit(source_id, version) is not None and old is not None:
+                    retired.append((source_id, old))
+            return retired
+
+        return list(self._update(tenant_id, change))
+
+
+class EsVersionStore(_RegistryOps):
     """Registry and lineage operations over an :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend`.
 
     Args:
@@ -99,36 +134,9 @@ class EsVersionStore:
         """
         return self._read(tenant_id)[0]
 
-    def begin(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """Hide the versions about to be written (one registry write); returns those that need a switch.
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, new_version)`` about to be written.
-        """
-        return list(self._update(tenant_id, lambda st: [p for p in pairs if st.begin(*p)]))
-
     def refresh(self) -> None:
         """Refresh the chunk and parent indices."""
         self.backend.send(refresh_request(self.settings))
-
-    def commit(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """The atomic switch: one registry write serves ``pairs`` and hides their previous versions.
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, new_version)`` fully written and refreshed.
-        """
-
-        def change(st: RegistryState) -> list[Pair]:
-            retired = []
-            for source_id, version in pairs:
-                old = st.active.get(source_id)
-                if st.commit(source_id, version) is not None and old is not None:
-                    retired.append((source_id, old))
-            return retired
-
-        return list(self._update(tenant_id, change))
 
     def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> int:
         """Delete these versions' documents, then drop their keys from ``hidden``.
@@ -166,7 +174,7 @@ class EsVersionStore:
         return {"deleted": deleted, "remaining": remaining}
 
 
-class EmbeddedVersionStore:
+class EmbeddedVersionStore(_RegistryOps):
     """The same transitions on an :class:`~es_rag.backends.embedded.EmbeddedBackend` (single process:
     each transition is applied under the GIL in one assignment of the tenant's registry).
 
@@ -191,35 +199,8 @@ class EmbeddedVersionStore:
         self.backend.versions[tenant_id] = st.to_doc()
         return result
 
-    def begin(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """Hide the versions about to be written; returns those that need a switch.
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, new_version)``.
-        """
-        return list(self._update(tenant_id, lambda st: [p for p in pairs if st.begin(*p)]))
-
     def refresh(self) -> None:
         """Nothing to do: embedded writes are visible at once."""
-
-    def commit(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """Serve ``pairs`` and hide their previous versions in one registry assignment.
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, new_version)``.
-        """
-
-        def change(st: RegistryState) -> list[Pair]:
-            retired = []
-            for source_id, version in pairs:
-                old = st.active.get(source_id)
-                if st.commit(source_id, version) is not None and old is not None:
-                    retired.append((source_id, old))
-            return retired
-
-        return list(self._update(tenant_id, change))
 
     def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> int:
         """Delete these versions' documents and drop their keys from ``hidden``.
