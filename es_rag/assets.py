@@ -24,6 +24,7 @@ import jinja2
 
 from es_rag.config import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 from es_rag.errors import ConfigError, EsRagError
+from es_rag.queries import search_template_id
 from es_rag.requests import EsRequest
 
 ASSET_VERSION = 4
@@ -264,15 +265,6 @@ def search_template_source() -> str:
 
 SCRIPT_VERSION_RE = re.compile(r"\{\{!\s*es_rag asset_version (\d+)\s*\}\}")
 """The version marker leading the stored script's source (a stored script has no ``_meta``)."""
-
-
-def search_template_id(settings: Settings) -> str:
-    """Id of the stored hybrid search template (``<prefix>-hybrid``).
-
-    Args:
-        settings: Gives the prefix.
-    """
-    return f"{settings.index_prefix}-hybrid"
 
 
 def search_template_requests(settings: Settings) -> list[EsRequest]:

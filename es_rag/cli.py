@@ -787,8 +787,7 @@ def explain_sections(
 
 def _template_section(query: str, vector: Any, flt: Any, settings: Settings) -> tuple[list[str], list[Any]]:
     """The ``_search/template`` call of the stored hybrid template, with what it does and does not do."""
-    from es_rag.assets import search_template_id
-    from es_rag.queries import extract_identifiers, search_template_request
+    from es_rag.queries import extract_identifiers, search_template_id, search_template_request
 
     exact = " + exact" if settings.exact_channel == "auto" and extract_identifiers(query) else ""
     comments = [
