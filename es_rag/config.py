@@ -31,7 +31,7 @@ class FusionMode(str, Enum):
         Args:
             value: ``auto``, ``native`` or ``client``.
         """
-        parsed: FusionMode = _parse_enum(cls, value, "fusion")
+        parsed: FusionMode = parse_enum(cls, value, "fusion")
         return parsed
 
 
@@ -84,7 +84,14 @@ class Analyzer(str, Enum):
     KUROMOJI = "kuromoji"
 
 
-def _parse_enum(enum_cls: Any, value: Any, name: str) -> Any:
+def parse_enum(enum_cls: Any, value: Any, name: str) -> Any:
+    """Parse ``value`` into ``enum_cls`` (case-insensitive); a bad value raises ConfigError listing the valid ones.
+
+    Args:
+        enum_cls: The string Enum.
+        value: A member or its value.
+        name: Setting name for the error message.
+    """
     if isinstance(value, enum_cls):
         return value
     try:
@@ -232,8 +239,8 @@ class Settings:
     request_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "similarity", _parse_enum(Similarity, self.similarity, "similarity"))
-        object.__setattr__(self, "analyzer", _parse_enum(Analyzer, self.analyzer, "analyzer"))
+        object.__setattr__(self, "similarity", parse_enum(Similarity, self.similarity, "similarity"))
+        object.__setattr__(self, "analyzer", parse_enum(Analyzer, self.analyzer, "analyzer"))
         object.__setattr__(self, "fusion", FusionMode.parse(self.fusion))
         if not _PREFIX_RE.match(self.index_prefix):
             raise ConfigError(
@@ -305,7 +312,7 @@ class Settings:
     def _validate_vectors(self) -> None:
         """Checks of ``vector_mode``, ``inference_id`` and the ``semantic_text`` chunking settings."""
         if self.vector_mode is not None:
-            object.__setattr__(self, "vector_mode", _parse_enum(VectorMode, self.vector_mode, "vector_mode"))
+            object.__setattr__(self, "vector_mode", parse_enum(VectorMode, self.vector_mode, "vector_mode"))
         mode = self.vectors
         if mode is VectorMode.CLIENT and self.inference_id:
             raise ConfigError(

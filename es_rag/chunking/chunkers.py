@@ -45,6 +45,7 @@ from es_rag.chunking.spans import (
     token_windows,
     trim,
 )
+from es_rag.config import parse_enum
 from es_rag.errors import ConfigError, InputError
 from es_rag.models import Chunk
 from es_rag.tokenization import Tokenizer
@@ -69,13 +70,8 @@ class Strategy(str, Enum):
         Args:
             value: A strategy name.
         """
-        if isinstance(value, Strategy):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            valid = ", ".join(s.value for s in cls)
-            raise ConfigError(f"strategy: invalid value {value!r}; valid values: {valid}") from None
+        parsed: Strategy = parse_enum(cls, value, "strategy")
+        return parsed
 
 
 RULES = {Strategy.FIXED: "1", Strategy.RECURSIVE: "1", Strategy.STRUCTURE: "2", Strategy.PARENT_CHILD: "2"}
