@@ -41,6 +41,14 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         "cluster auto takes the no-plugin branch) (%(default)s)",
     )
     g.add_argument(
+        "--bm25-k1",
+        type=float,
+        default=d.bm25_k1,
+        help="BM25 k1 of every text field: the index's default similarity (set at index creation) and the "
+        "embedded mirror (%(default)s)",
+    )
+    g.add_argument("--bm25-b", type=float, default=d.bm25_b, help="BM25 b (length normalisation) (%(default)s)")
+    g.add_argument(
         "--language",
         default=None,
         metavar="CODE",
@@ -488,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
     p.add_argument("--ablate", action="store_true", help="also run the one-change-at-a-time ablations")
     _add_settings_args(p)
+    _add_protocol_arg(p)
 
     p = sub.add_parser("train-reranker", help="fine-tune a cross-encoder with hard negatives mined by es_rag")
     p.add_argument("--dataset", required=True, metavar="DIR")
@@ -503,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--learning-rate", type=float, default=3e-5)
     _add_bm25_args(p)
     _add_settings_args(p)
+    _add_protocol_arg(p)
     return parser
 
 
@@ -518,11 +528,51 @@ def _add_bm25_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+_PROTOCOL_ARGS = {
+    "analyzer": "analyzer",
+    "bm25_fields": "bm25_fields",
+    "tie_breaker": "bm25_tie_breaker",
+    "bm25_k1": "bm25_k1",
+    "bm25_b": "bm25_b",
+}
+"""Argument dest -> Settings field that ``--bm25-protocol`` sets unless the option is given."""
+
+
+def _add_protocol_arg(p: argparse.ArgumentParser) -> None:
+    """``--bm25-protocol`` for commands on BEIR-layout datasets; the options it sets default to it."""
+    from es_rag.evaluation import BM25_PROTOCOLS
+
+    p.add_argument(
+        "--bm25-protocol",
+        choices=[*BM25_PROTOCOLS, "settings"],
+        default="beir-multifield",
+        help="BM25 set-up: beir-multifield = Anserini's BEIR multifield regression (english, title+text summed, "
+        "k1 0.9, b 0.4; reproduces BEIR's published BM25), beir-es = the beir package's Elasticsearch code "
+        "(english, best_fields tie_breaker 0.5, k1 1.2, b 0.75), settings = es_rag's own defaults; "
+        "--analyzer, --bm25-fields, --tie-breaker, --bm25-k1 and --bm25-b override it (%(default)s)",
+    )
+    for action in p._actions:
+        if action.dest in _PROTOCOL_ARGS:
+            action.default = None
+            action.help = (action.help or "").replace("(%(default)s)", "(default: from --bm25-protocol)")
+
+
 def _bm25_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "bm25_fields": tuple(f.strip() for f in str(args.bm25_fields).split(",") if f.strip()),
-        "bm25_tie_breaker": args.tie_breaker,
-    }
+    """Settings fields of the BM25 options; with ``--bm25-protocol``, unset options take the protocol's value."""
+    out: dict[str, Any] = {}
+    protocol = getattr(args, "bm25_protocol", None)
+    if protocol is not None:
+        from es_rag.evaluation import BM25_PROTOCOLS
+
+        values = dict(BM25_PROTOCOLS.get(protocol, {}))
+        defaults = Settings()
+        for dest, fld in _PROTOCOL_ARGS.items():
+            if getattr(args, dest) is None:
+                value = values.get(fld, getattr(defaults, fld))
+                setattr(args, dest, ",".join(value) if fld == "bm25_fields" else getattr(value, "value", value))
+    out["bm25_fields"] = tuple(f.strip() for f in str(args.bm25_fields).split(",") if f.strip())
+    out["bm25_tie_breaker"] = args.tie_breaker
+    return out
 
 
 def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = False, **overrides: Any) -> Settings:
@@ -541,6 +591,8 @@ def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = F
         vector_dims=args.vector_dims,
         similarity=args.similarity,
         analyzer=args.analyzer,
+        bm25_k1=args.bm25_k1,
+        bm25_b=args.bm25_b,
         inference_id=args.inference_id,
         vector_mode=getattr(args, "vector_mode", None),
         semantic_chunking=None
@@ -1050,7 +1102,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """
     from es_rag.evaluation import ablate, evaluate, format_ablation, format_report
 
-    settings = settings_from_args(args, **_bm25_overrides(args))
+    bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
+    settings = settings_from_args(args, **bm25)
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
@@ -1085,7 +1138,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     """
     from es_rag.training import TrainingConfig, train_reranker
 
-    settings = settings_from_args(args, **_bm25_overrides(args))
+    bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
+    settings = settings_from_args(args, **bm25)
     config = TrainingConfig(
         base_model=args.base or settings.embedding_model,
         negatives_per_query=args.negatives,
