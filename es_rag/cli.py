@@ -506,7 +506,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", default=None, metavar="DIR", help="embedding cache root")
     p.add_argument("--max-queries", type=int, default=None, help="train on the first N queries only")
     p.add_argument("--max-steps", type=int, default=300, help="optimizer steps (%(default)s)")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16, help="(query, passage) pairs per step (%(default)s)")
+    p.add_argument(
+        "--epochs", type=int, default=1, help="passes over the training data, bounded by --max-steps (%(default)s)"
+    )
+    p.add_argument(
+        "--loss",
+        choices=["listwise", "pointwise"],
+        default="listwise",
+        help="listwise: softmax cross-entropy of each positive against its query's hard negatives "
+        "(batch-size // group size groups per step); pointwise: binary cross-entropy per pair (%(default)s)",
+    )
     p.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
     p.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
     p.add_argument("--learning-rate", type=float, default=3e-5)
@@ -1147,6 +1157,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         max_length=args.max_length,
+        loss=args.loss,
+        epochs=args.epochs,
     )
     report = train_reranker(
         args.dataset,
