@@ -15,7 +15,7 @@ from typing import Any
 
 from es_rag import __version__
 from es_rag.config import Analyzer, FusionMode, Settings, Similarity, VectorMode
-from es_rag.errors import ClusterError, EsRagError
+from es_rag.errors import ClusterError, ConfigError, EsRagError
 
 DEFAULT_INDEX_DIR = ".es_rag/index"
 
@@ -495,6 +495,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", metavar="FILE", default=None, help="write one run record per query (JSON Lines)")
     p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
     p.add_argument("--ablate", action="store_true", help="also run the one-change-at-a-time ablations")
+    p.add_argument(
+        "--es",
+        metavar="URL",
+        default=None,
+        help="evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version registry; "
+        f"index prefix {EVAL_ES_PREFIX} unless --index-prefix is given) and every query runs against it "
+        "(credentials from ES_API_KEY or ES_USERNAME/ES_PASSWORD); default: the embedded backend",
+    )
     _add_settings_args(p)
     _add_protocol_arg(p)
 
@@ -537,6 +545,9 @@ def _add_bm25_args(p: argparse.ArgumentParser) -> None:
         "--tie-breaker", type=float, default=d.bm25_tie_breaker, help="best_fields tie_breaker (%(default)s)"
     )
 
+
+EVAL_ES_PREFIX = "es-rag-eval"
+"""Index prefix ``eval --es`` uses unless ``--index-prefix`` is given."""
 
 _PROTOCOL_ARGS = {
     "analyzer": "analyzer",
@@ -1113,16 +1124,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from es_rag.evaluation import ablate, evaluate, format_ablation, format_report
 
     bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
+    if args.es and args.index_prefix == Settings().index_prefix:
+        args.index_prefix = EVAL_ES_PREFIX  # never write a benchmark corpus into the product's indices
     settings = settings_from_args(args, **bm25)
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
     ablation = None
     if args.ablate:
+        if args.es:
+            raise ConfigError(
+                "--ablate runs on the embedded backend only (an analyzer or BM25 change needs a new "
+                "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
+            )
         ablation = ablate(args.dataset, progress=_progress(), **common)
         result = ablation["results"]["base"]
     else:
-        result = evaluate(args.dataset, progress=_progress(), records_path=args.records, **common)
+        es_backend = None
+        if args.es:
+            from es_rag.app import build_backend
+
+            es_backend = build_backend(settings, es_url=args.es)
+        result = evaluate(
+            args.dataset, progress=_progress(), records_path=args.records, es_backend=es_backend, **common
+        )
     if args.report:
         from es_rag.reporting import write_report
 

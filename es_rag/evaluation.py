@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -214,13 +214,18 @@ def run_from_ids(ids: Sequence[str]) -> dict[str, float]:
 
 @dataclass
 class EvalIndex:
-    """An embedded index of a BEIR corpus (one chunk per document) and the embedder that built it."""
+    """An index of a BEIR corpus (one chunk per document) and the embedder that built it.
 
-    backend: EmbeddedBackend
+    ``backend`` is the embedded backend (:func:`build_index`) or an Elasticsearch backend the corpus was
+    written to (:func:`build_es_index`); ``chunks`` are the indexed chunks with their vectors.
+    """
+
+    backend: Any
     embedder: Any
     ids: list[str]
     paths: dict[str, str]
     embed_seconds: float
+    chunks: list[Chunk] = field(default_factory=list)
 
     def hits(self) -> list[Hit]:
         """Every document as a hit (for passage texts)."""
@@ -299,7 +304,89 @@ def build_index(
     }
     if report.failed:
         paths["index_failures"] = f"{len(report.failed)} documents failed: {report.failed[:3]}"
-    return EvalIndex(backend=backend, embedder=embedder, ids=ids, paths=paths, embed_seconds=embed_s)
+    return EvalIndex(backend=backend, embedder=embedder, ids=ids, paths=paths, embed_seconds=embed_s, chunks=chunks)
+
+
+def _installed_bm25(backend: Any, settings: Settings) -> dict[str, Any]:
+    """The analyzer and BM25 similarity the chunk index was created with (``GET <index>/_settings``)."""
+    from es_rag.requests import EsRequest
+
+    body = backend.send(EsRequest("GET", f"{settings.chunk_index}/_settings"))
+    index_settings = next(iter(body.values()))["settings"]["index"] if body else {}
+    similarity = index_settings.get("similarity", {}).get("default", {})
+    analyzer = index_settings.get("analysis", {}).get("analyzer", {}).get("es_rag_text", {}).get("type")
+    return {
+        "analyzer": analyzer,
+        "k1": float(similarity["k1"]) if "k1" in similarity else 1.2,
+        "b": float(similarity["b"]) if "b" in similarity else 0.75,
+    }
+
+
+def build_es_index(
+    corpus: dict[str, dict[str, str]],
+    settings: Settings,
+    backend: Any,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    embedder: Any = None,
+) -> EvalIndex:
+    """Write ``corpus`` to a live cluster the way ``es-rag ingest`` does and return it as an :class:`EvalIndex`.
+
+    The chunks and vectors are the ones :func:`build_index` makes (same embedding cache); ``setup`` installs
+    the assets and creates the indices when absent; the sources are switched in through the version
+    registry (begin, bulk through the ingest pipeline, refresh, commit), so every retriever's version gate
+    serves them.
+
+    Args:
+        corpus: Doc id -> ``{"title", "text"}``.
+        settings: Index prefix, analyzer, BM25 k1/b, embedding model.
+        backend: A connected :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend`.
+        cache_dir: Embedding cache root.
+        progress: Show the encoding progress bar.
+        embedder: A ready embedder (default: the settings' model).
+
+    Raises:
+        ConfigError: The chunk index exists with another analyzer or BM25 k1/b than ``settings`` (similarity
+            and analysis are fixed when an index is created: use another ``--index-prefix``).
+        ClusterError: A document failed to index (every failure is listed).
+    """
+    from es_rag.errors import ClusterError
+    from es_rag.lineage import version_store
+
+    local = build_index(corpus, settings, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    backend.settings = settings
+    backend.setup(create_indices=True)
+    installed = _installed_bm25(backend, settings)
+    wanted = {"analyzer": settings.analyzer.value, "k1": float(settings.bm25_k1), "b": float(settings.bm25_b)}
+    if installed != wanted:
+        raise ConfigError(
+            f"index {settings.chunk_index} was created with analyzer={installed['analyzer']} k1={installed['k1']} "
+            f"b={installed['b']}, the evaluation asks for analyzer={wanted['analyzer']} k1={wanted['k1']} "
+            f"b={wanted['b']}; analysis and similarity are fixed at index creation: use another --index-prefix "
+            "(or delete that index)"
+        )
+    store = version_store(backend)
+    pairs = sorted({(c.source_id, c.source_version) for c in local.chunks})
+    if store is not None:
+        store.begin(EVAL_TENANT, pairs)
+    report = backend.index(local.chunks)
+    if report.failed:
+        raise ClusterError(f"{len(report.failed)} of {len(local.chunks)} documents failed to index: {report.failed}")
+    if store is not None:
+        store.refresh()
+        store.commit(EVAL_TENANT, pairs)
+    paths = dict(local.paths)
+    paths["backend"] = f"elasticsearch (index {settings.chunk_index}, {len(local.chunks)} documents written)"
+    paths["bm25"] = f"{bm25_description(settings)} (elasticsearch, similarity as installed)"
+    return EvalIndex(
+        backend=backend,
+        embedder=local.embedder,
+        ids=local.ids,
+        paths=paths,
+        embed_seconds=local.embed_seconds,
+        chunks=local.chunks,
+    )
 
 
 def _stage(trace: Any, name: str) -> Any:
@@ -320,6 +407,7 @@ def evaluate(
     depth: int = DEPTH,
     records_path: str | Path | None = None,
     index: EvalIndex | None = None,
+    es_backend: Any = None,
 ) -> dict[str, Any]:
     """Run every stage over the split's queries and score each stage.
 
@@ -333,6 +421,9 @@ def evaluate(
         depth: Candidates per channel (= ``candidate_k`` and RRF window of the evaluated pipeline).
         records_path: When set, one JSON run record per query is written there (JSON Lines).
         index: A prebuilt index of the same corpus (ablations reuse it when the BM25 setup is unchanged).
+        es_backend: A connected Elasticsearch backend: the corpus is written to it (:func:`build_es_index`)
+            and every query runs against the cluster, with client-side fusion so each channel's list is
+            scored (Elasticsearch's native rrf returns only the fused list; the client RRF equals it).
     """
     from es_rag.app import build_reranker
     from es_rag.pipeline import RagPipeline
@@ -346,7 +437,11 @@ def evaluate(
         keep = list(queries)[:max_queries]
         queries = {q: queries[q] for q in keep}
         qrels = {q: qrels[q] for q in keep}
-    if index is None:
+    if es_backend is not None:
+        settings = settings.replace(fusion="client")
+    if index is None and es_backend is not None:
+        index = build_es_index(corpus, settings, es_backend, cache_dir=cache_dir, progress=progress)
+    elif index is None:
         index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
     embedder = index.embedder
     reranker = build_reranker(settings)
