@@ -104,7 +104,8 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         "--chunk-overlap",
         type=int,
         default=d.chunk_overlap,
-        help="token overlap inside over-long sentences (%(default)s)",
+        help="overlap in tokens: between consecutive windows (fixed), as repeated trailing pieces (recursive), "
+        "inside over-long sentences only (structure, parent-child) (%(default)s)",
     )
     _add_retrieval_knobs(p, d)
 
@@ -485,16 +486,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_args(p)
 
     p = sub.add_parser("eval", help="per-stage retrieval metrics on a BEIR-layout dataset")
-    p.add_argument("--dataset", required=True, metavar="DIR")
-    p.add_argument("--split", default="test")
+    p.add_argument(
+        "--dataset", required=True, metavar="DIR", help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv"
+    )
+    p.add_argument("--split", default="test", help="qrels split to evaluate (%(default)s)")
     p.add_argument("--index-dir", default=None, help="persist the embedded index / embedding cache here")
     p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result (and any ablation table) as JSON")
     _add_bm25_args(p)
     p.add_argument("--depth", type=int, default=200, help="candidates per channel = RRF window in eval (%(default)s)")
     p.add_argument("--records", metavar="FILE", default=None, help="write one run record per query (JSON Lines)")
     p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
-    p.add_argument("--ablate", action="store_true", help="also run the one-change-at-a-time ablations")
     p.add_argument(
         "--es",
         metavar="URL",
@@ -502,6 +504,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version registry; "
         f"index prefix {EVAL_ES_PREFIX} unless --index-prefix is given) and every query runs against it "
         "(credentials from ES_API_KEY or ES_USERNAME/ES_PASSWORD); default: the embedded backend",
+    )
+    p.add_argument(
+        "--unit",
+        choices=["document", "fixed", "recursive", "structure"],
+        default="document",
+        help="retrieval unit: document = one unit per corpus document (BEIR protocol); fixed / recursive / "
+        "structure = each document's text cut by that es_rag chunker into chunks of --chunk-max-tokens tokens "
+        "with --chunk-overlap, each embedded as title + chunk; chunks are ranked and a document is scored at "
+        "its best chunk's rank (%(default)s)",
+    )
+    p.add_argument(
+        "--ablate",
+        nargs="?",
+        const="one-change",
+        choices=["one-change", "ladder"],
+        default=None,
+        help="also run an ablation: one-change (the default when the flag has no value) = base settings, then "
+        "one setting changed at a time; ladder = the 8 cumulative steps (fixed chunks, chunk length, overlap, "
+        "structure-aware splitter, + BM25, + fusion, + reranker, + context selection), one change per step, "
+        "printed as a table with deltas; both ablations choose their own units (a chunked --unit is refused) and "
+        "ladder refuses --records (records are per run)",
+    )
+    g = p.add_argument_group("ladder (--ablate ladder)")
+    g.add_argument(
+        "--ladder-short-tokens", type=int, default=128, help="step 1: fixed chunk length, no overlap (%(default)s)"
+    )
+    g.add_argument(
+        "--ladder-long-tokens",
+        type=int,
+        default=256,
+        help="step 2 onwards: chunk length; clipped to the embedding model's input limit (%(default)s)",
+    )
+    g.add_argument("--ladder-overlap", type=int, default=32, help="step 3 onwards: overlap in tokens (%(default)s)")
+    g.add_argument(
+        "--ladder-structure",
+        choices=["recursive", "structure"],
+        default="recursive",
+        help="step 4: structure-aware splitter replacing fixed windows; recursive keeps the overlap as trailing "
+        "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
     )
     _add_settings_args(p)
     _add_protocol_arg(p)
@@ -1121,7 +1162,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.evaluation import ablate, evaluate, format_ablation, format_report
+    from es_rag.evaluation import ChunkUnit, ablate, evaluate, format_ablation, format_report
+    from es_rag.ladder import format_ladder, ladder
 
     bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
     if args.es and args.index_prefix == Settings().index_prefix:
@@ -1130,13 +1172,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
-    ablation = None
-    if args.ablate:
-        if args.es:
-            raise ConfigError(
-                "--ablate runs on the embedded backend only (an analyzer or BM25 change needs a new "
-                "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
-            )
+    unit = ChunkUnit(args.unit, settings.chunk_max_tokens, settings.chunk_overlap)
+    if args.ablate and unit.chunked:
+        raise ConfigError(
+            f"--unit {args.unit} with --ablate {args.ablate}: the ablations choose their own units "
+            "(one-change runs whole documents, ladder its chunk steps); drop --unit"
+        )
+    if args.ablate and args.es:
+        raise ConfigError(
+            "--ablate runs on the embedded backend only (an analyzer, BM25 or chunking change needs a new "
+            "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
+        )
+    if args.ablate == "ladder" and args.records:
+        raise ConfigError("--records with --ablate ladder: run records are written per run; drop one of them")
+    ablation: dict[str, Any] | None = None
+    steps: dict[str, Any] | None = None
+    if args.ablate == "ladder":
+        steps = ladder(
+            args.dataset,
+            progress=_progress(),
+            short_tokens=args.ladder_short_tokens,
+            long_tokens=args.ladder_long_tokens,
+            overlap=args.ladder_overlap,
+            structure=args.ladder_structure,
+            **common,
+        )
+        result = steps["results"]["4"]
+    elif args.ablate:
         ablation = ablate(args.dataset, progress=_progress(), **common)
         result = ablation["results"]["base"]
     else:
@@ -1146,22 +1208,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
             es_backend = build_backend(settings, es_url=args.es)
         result = evaluate(
-            args.dataset, progress=_progress(), records_path=args.records, es_backend=es_backend, **common
+            args.dataset,
+            progress=_progress(),
+            records_path=args.records,
+            unit=unit,
+            es_backend=es_backend,
+            **common,
         )
     if args.report:
         from es_rag.reporting import write_report
 
-        result["report"] = str(write_report(result, args.report, ablation=ablation))
+        result["report"] = str(write_report(result, args.report, ablation=ablation, ladder=steps))
     if args.json:
         out = dict(result)
         if ablation is not None:
             out["ablation"] = ablation["table"]
+        if steps is not None:
+            out["ladder"] = {k: v for k, v in steps.items() if k != "results"}
+            out["ladder_runs"] = steps["results"]
         print(json.dumps(out, ensure_ascii=False, indent=2))
     else:
         print(format_report(result))
         if ablation is not None:
             print("\nablations (one change each; delta vs base):")
             print(format_ablation(ablation["table"]))
+        if steps is not None:
+            print("\nladder (one change per step; delta vs the previous step, or the step named by 'vs'):")
+            print(format_ladder(steps["table"]))
+            for note in steps["notes"]:
+                print(f"note: {note}")
     return 0
 
 

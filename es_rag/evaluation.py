@@ -2,7 +2,11 @@
 
 Layout: ``corpus*.jsonl`` (read in name order; ``{"_id", "title", "text"}``), ``queries.jsonl``
 (``{"_id", "text"}``), ``qrels/<split>.tsv`` (``query-id corpus-id score``, graded, header optional).
-Each corpus document is one retrieval unit (BEIR protocol); its vector embeds ``title + " " + text``.
+By default each corpus document is one retrieval unit (BEIR protocol); its vector embeds ``title + " " + text``.
+With a chunked :class:`ChunkUnit` (``fixed``, ``recursive``, ``structure``) each document's text is cut by
+es_rag's own chunker, each chunk embeds ``title + " " + chunk`` and keeps its lineage (source id, offsets,
+chunker version); ranked chunks are mapped to documents, a document at its best chunk's rank
+(:func:`documents_from_chunks`), before the document-level qrels score any stage.
 
 Every query runs through the real :class:`~es_rag.pipeline.RagPipeline` (retrieve -> fusion -> dedup ->
 rerank -> select -> pack) with ``candidate_k = depth`` so Recall@200 is measurable; the stages are scored
@@ -15,15 +19,18 @@ from its trace with ``ir_measures``:
   rate and context tokens; ``chunking``: gold-span coverage when the dataset gives spans;
 - latency per stage (p50/p95, ms) from the trace.
 
-:func:`ablate` evaluates variants that change one setting at a time on the same corpus and queries.
+:func:`ablate` evaluates variants that change one setting at a time on the same corpus and queries;
+:func:`es_rag.ladder.ladder` runs the eight cumulative steps from fixed chunks to context selection.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +232,7 @@ class EvalIndex:
     ids: list[str]
     paths: dict[str, str]
     embed_seconds: float
-    chunks: list[Chunk] = field(default_factory=list)
+    chunks: list[Chunk]
 
     def hits(self) -> list[Hit]:
         """Every document as a hit (for passage texts)."""
@@ -327,6 +334,7 @@ def build_es_index(
     settings: Settings,
     backend: Any,
     *,
+    unit: ChunkUnit | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = False,
     embedder: Any = None,
@@ -342,6 +350,7 @@ def build_es_index(
         corpus: Doc id -> ``{"title", "text"}``.
         settings: Index prefix, analyzer, BM25 k1/b, embedding model.
         backend: A connected :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend`.
+        unit: Retrieval unit (default: the whole document); chunks are cut as :func:`build_chunk_index` does.
         cache_dir: Embedding cache root.
         progress: Show the encoding progress bar.
         embedder: A ready embedder (default: the settings' model).
@@ -354,7 +363,11 @@ def build_es_index(
     from es_rag.errors import ClusterError
     from es_rag.lineage import version_store
 
-    local = build_index(corpus, settings, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    local: EvalIndex
+    if unit is not None and unit.chunked:
+        local = build_chunk_index(corpus, settings, unit, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    else:
+        local = build_index(corpus, settings, cache_dir=cache_dir, progress=progress, embedder=embedder)
     backend.settings = settings
     backend.setup(create_indices=True)
     installed = _installed_bm25(backend, settings)
@@ -377,15 +390,225 @@ def build_es_index(
         store.refresh()
         store.commit(EVAL_TENANT, pairs)
     paths = dict(local.paths)
-    paths["backend"] = f"elasticsearch (index {settings.chunk_index}, {len(local.chunks)} documents written)"
+    paths["backend"] = f"elasticsearch (index {settings.chunk_index}, {len(local.chunks)} chunks written)"
     paths["bm25"] = f"{bm25_description(settings)} (elasticsearch, similarity as installed)"
-    return EvalIndex(
-        backend=backend,
-        embedder=local.embedder,
-        ids=local.ids,
+    return dataclasses.replace(local, backend=backend, paths=paths)
+
+
+UNIT_STRATEGIES = ("document", "fixed", "recursive", "structure")
+"""Retrieval units of :func:`evaluate`: the whole document (BEIR protocol) or chunks of one es_rag chunker."""
+
+
+@dataclass(frozen=True)
+class ChunkUnit:
+    """The retrieval unit of an evaluation run.
+
+    Args:
+        strategy: ``document`` (one unit per corpus document) or the es_rag chunker (``fixed``,
+            ``recursive``, ``structure``) that cuts each document's text into chunks.
+        max_tokens: Largest chunk in the embedding model's tokens (ignored for ``document``).
+        overlap: Overlap in tokens (``fixed``: between windows; ``recursive``: trailing pieces repeated;
+            ``structure``: only inside a sentence cut into token windows); ignored for ``document``.
+    """
+
+    strategy: str = "document"
+    max_tokens: int = 200
+    overlap: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in UNIT_STRATEGIES:
+            raise ConfigError(f"unit: invalid value {self.strategy!r}; valid values: {', '.join(UNIT_STRATEGIES)}")
+        if self.chunked and not 0 <= self.overlap < self.max_tokens:
+            raise ConfigError(f"unit overlap ({self.overlap}) must be >= 0 and < max_tokens ({self.max_tokens})")
+
+    @property
+    def chunked(self) -> bool:
+        """Whether documents are cut into chunks (anything but ``document``)."""
+        return self.strategy != "document"
+
+    @property
+    def label(self) -> str:
+        """Short name, e.g. ``fixed L128 O0`` or ``document``."""
+        return f"{self.strategy} L{self.max_tokens} O{self.overlap}" if self.chunked else "document"
+
+
+@dataclass
+class ChunkedEvalIndex(EvalIndex):
+    """An embedded index of a BEIR corpus cut into chunks; ``ids`` are chunk ids.
+
+    ``source_of`` maps every chunk id to its BEIR document id (the unit qrels judge); ``stats`` is what
+    ``stages.chunking`` reports (sizes, index size, embedding cost).
+    """
+
+    unit: ChunkUnit
+    chunker_version: str
+    source_of: dict[str, str]
+    documents: int
+    stats: dict[str, Any]
+
+
+def documents_from_chunks(ids: Sequence[str], source_of: Mapping[str, str]) -> list[str]:
+    """Document ids of a ranked chunk list, each document at the rank of its best (first) chunk.
+
+    This is max-pooling by rank: a document is as good as its best chunk, later chunks of the same
+    document are dropped, so document-level qrels score a chunk ranking.
+
+    Args:
+        ids: Chunk ids, best first.
+        source_of: Chunk id -> document id.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for cid in ids:
+        try:
+            doc = source_of[cid]
+        except KeyError:
+            raise InputError(cid, "source_id", "chunk id is not in the evaluated index") from None
+        if doc not in seen:
+            seen.add(doc)
+            out.append(doc)
+    return out
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "p95": 0.0, "max": 0.0}
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        "mean": round(float(arr.mean()), 2),
+        "p95": round(float(np.percentile(arr, 95)), 2),
+        "max": round(float(arr.max()), 2),
+    }
+
+
+def build_chunk_index(
+    corpus: dict[str, dict[str, str]],
+    settings: Settings,
+    unit: ChunkUnit,
+    *,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    embedder: Any = None,
+) -> ChunkedEvalIndex:
+    """Cut every document's text into chunks with es_rag's own chunker, embed and index them.
+
+    Each chunk keeps its lineage: ``chunk_id`` (the chunker's stable id), ``source_id`` = the BEIR doc id,
+    ``title`` = the doc title, ``start_offset``/``end_offset`` into the doc text and ``chunker_version``.
+    Its vector embeds ``title + " " + chunk text`` through the on-disk :class:`EmbeddingCache`, so a rerun
+    encodes nothing. A document whose text is empty becomes one title-only unit (counted in the stats).
+    The backend comes from :func:`build_index` (called on an empty corpus), so both modes share one
+    mapping of ``settings`` to the embedded backend (analyzer, BM25 fields and parameters).
+
+    Args:
+        corpus: Doc id -> ``{"title", "text"}``.
+        settings: Embedding model and BM25 configuration.
+        unit: A chunked unit (``fixed``, ``recursive`` or ``structure``).
+        cache_dir: Embedding cache root (default: ``~/.cache/es_rag/embeddings``).
+        progress: Show the encoding progress bar.
+        embedder: A ready embedder (default: the settings' sentence-transformers model).
+
+    Raises:
+        ConfigError: ``unit`` is ``document``, or its size exceeds the model's input limit.
+    """
+    from es_rag.chunking import make_chunker, stable_chunk_id
+
+    if not unit.chunked:
+        raise ConfigError("unit: build_chunk_index needs a chunked unit (fixed, recursive, structure); use build_index")
+    base = build_index({}, settings, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    embedder = base.embedder
+    tok = embedder.tokenizer()
+    chunker = make_chunker(tok, strategy=unit.strategy, max_tokens=unit.max_tokens, overlap=unit.overlap)
+    version = chunker.version
+    t0 = time.perf_counter()
+    chunks: list[Chunk] = []
+    title_only = 0
+    doc_tokens = 0
+    for d, doc in corpus.items():
+        text, title = doc["text"], doc["title"]
+        pieces: list[Chunk] = []
+        if text.strip():
+            doc_tokens += tok.count(text)
+            pieces = chunker.chunk(
+                text,
+                source_id=d,
+                source_version=SOURCE_VERSION,
+                tenant_id=EVAL_TENANT,
+                acl=("public",),
+                title=title,
+                fmt="plain",
+            )
+        if not pieces:
+            title_only += 1
+            pieces = [
+                Chunk(
+                    chunk_id=stable_chunk_id(d, SOURCE_VERSION, version, "title-only", 0, 0, EVAL_TENANT),
+                    source_id=d,
+                    source_version=SOURCE_VERSION,
+                    parent_id=None,
+                    heading_path=(),
+                    start_offset=0,
+                    end_offset=0,
+                    chunker_version=version,
+                    tenant_id=EVAL_TENANT,
+                    acl=("public",),
+                    title=title,
+                    text=title or " ",
+                    token_count=tok.count(title),
+                )
+            ]
+        chunks.extend(pieces)
+    chunk_s = time.perf_counter() - t0
+    cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)
+    texts = [(c.title + " " + c.text).strip() for c in chunks]
+    t0 = time.perf_counter()
+    matrix, encoded = cache.embed(texts, embedder.embed_documents)
+    embed_s = time.perf_counter() - t0
+    chunks = [
+        dataclasses.replace(c, vector=matrix[i], embedding_version=embedder.version) for i, c in enumerate(chunks)
+    ]
+    report = base.backend.index(chunks)
+    embed_tokens = [tok.count(t) for t in texts]
+    limit = tok.max_tokens
+    per_doc = Counter(c.source_id for c in chunks)
+    chunk_tokens = [c.token_count for c in chunks]
+    stats: dict[str, Any] = {
+        "chunks": len(chunks),
+        "documents": len(corpus),
+        "title_only_documents": title_only,
+        "chunks_per_document": {
+            "mean": round(len(chunks) / len(corpus), 3) if corpus else 0.0,
+            "max": max(per_doc.values(), default=0),
+        },
+        "tokens_per_chunk": {k: v for k, v in _stats(chunk_tokens).items() if k != "max"},
+        "indexed_token_ratio": round(sum(chunk_tokens) / doc_tokens, 4) if doc_tokens else None,
+        "index": {"chunks": len(chunks), "vector_bytes": int(matrix.nbytes)},
+        "embed_seconds": round(embed_s, 2),
+        "embed_tokens": int(sum(min(n, limit) if limit else n for n in embed_tokens)),
+        "embedded_over_limit": sum(1 for n in embed_tokens if limit is not None and n > limit),
+        "encoded": encoded,
+        "from_cache": len(texts) - encoded,
+        "chunk_seconds": round(chunk_s, 2),
+    }
+    paths = dict(base.paths)
+    paths["embedding_cache"] = f"{encoded} encoded, {len(texts) - encoded} from cache ({cache.root})"
+    paths["unit"] = (
+        f"{unit.label} chunks ({version}); each chunk is ranked, mapped to its source document, and a document "
+        "keeps the rank of its best chunk (max-pooling); candidate depth is counted in chunks"
+    )
+    if report.failed:
+        paths["index_failures"] = f"{len(report.failed)} chunks failed: {report.failed[:3]}"
+    return ChunkedEvalIndex(
+        backend=base.backend,
+        embedder=embedder,
+        ids=[c.chunk_id for c in chunks],
         paths=paths,
-        embed_seconds=local.embed_seconds,
-        chunks=local.chunks,
+        embed_seconds=embed_s,
+        chunks=chunks,
+        unit=unit,
+        chunker_version=version,
+        source_of={c.chunk_id: c.source_id for c in chunks},
+        documents=len(corpus),
+        stats=stats,
     )
 
 
@@ -394,6 +617,49 @@ def _stage(trace: Any, name: str) -> Any:
         if st.name == name:
             return st
     return None
+
+
+def _chunking_stage(
+    index: ChunkedEvalIndex,
+    qrels: dict[str, dict[str, int]],
+    dense_run: dict[str, dict[str, float]],
+    channel_ids: dict[str, dict[str, list[str]]],
+    depth: int,
+) -> dict[str, Any]:
+    """``stages.chunking`` of a chunked run: the unit, its sizes and cost, top-10 redundancy per channel and
+    dense metrics on the queries whose judged documents were all split (the boundary-query proxy)."""
+    unit = index.unit
+    dup: dict[str, float] = {}
+    for ch, per_query in channel_ids.items():
+        rates = [1.0 - len({index.source_of[c] for c in ids[:10]}) / len(ids[:10]) for ids in per_query.values() if ids]
+        dup[ch] = round(float(np.mean(rates)) if rates else 0.0, 4)
+    per_doc = Counter(index.source_of.values())
+    split = {
+        q: judged
+        for q, judged in qrels.items()
+        if any(g > 0 for g in judged.values()) and all(per_doc.get(d, 0) >= 2 for d, g in judged.items() if g > 0)
+    }
+    boundary: dict[str, Any] = {
+        "definition": "queries whose every relevant document is split into >= 2 chunks (the evidence may cross "
+        "a chunk boundary); the qrels have no spans, so the queries that really straddle one are unknown",
+        "queries": len(split),
+        "dense": metrics(split, {q: dense_run.get(q, {}) for q in split}, depths=(10, 100)) if split else None,
+    }
+    return {
+        "unit": f"{unit.label} ({index.chunker_version})",
+        "strategy": unit.strategy,
+        "max_tokens": unit.max_tokens,
+        "overlap": unit.overlap,
+        "chunker_version": index.chunker_version,
+        **{k: v for k, v in index.stats.items() if k != "chunk_seconds"},
+        "duplicate_rate@10": dup,
+        "boundary_proxy": boundary,
+        "scoring": f"chunks ranked (depth {depth} chunks per channel), mapped to documents; a document keeps "
+        "its best chunk's rank (max-pooling), so Recall@N counts the first N distinct documents",
+        "gold_span_coverage": None,
+        "note": "the dataset gives document-level qrels, no gold spans: coverage of answer spans by chunks "
+        "cannot be measured",
+    }
 
 
 def evaluate(
@@ -407,9 +673,14 @@ def evaluate(
     depth: int = DEPTH,
     records_path: str | Path | None = None,
     index: EvalIndex | None = None,
+    unit: ChunkUnit | None = None,
     es_backend: Any = None,
 ) -> dict[str, Any]:
     """Run every stage over the split's queries and score each stage.
+
+    With a chunked ``unit`` (or a :class:`ChunkedEvalIndex`) the corpus is indexed as chunks; every ranked
+    list is mapped to documents by :func:`documents_from_chunks` (a document keeps its best chunk's rank)
+    before the document-level qrels score it, and ``stages.chunking`` reports the unit's sizes and cost.
 
     Args:
         dataset: BEIR folder.
@@ -421,9 +692,12 @@ def evaluate(
         depth: Candidates per channel (= ``candidate_k`` and RRF window of the evaluated pipeline).
         records_path: When set, one JSON run record per query is written there (JSON Lines).
         index: A prebuilt index of the same corpus (ablations reuse it when the BM25 setup is unchanged).
-        es_backend: A connected Elasticsearch backend: the corpus is written to it (:func:`build_es_index`)
-            and every query runs against the cluster, with client-side fusion so each channel's list is
-            scored (Elasticsearch's native rrf returns only the fused list; the client RRF equals it).
+        unit: Retrieval unit (default: the whole document, BEIR protocol); must match ``index`` when both
+            are given.
+        es_backend: A connected Elasticsearch backend: the corpus (cut into ``unit``) is written to it
+            (:func:`build_es_index`) and every query runs against the cluster, with client-side fusion so
+            each channel's list is scored (Elasticsearch's native rrf returns only the fused list; the
+            client RRF equals it).
     """
     from es_rag.app import build_reranker
     from es_rag.pipeline import RagPipeline
@@ -440,9 +714,24 @@ def evaluate(
     if es_backend is not None:
         settings = settings.replace(fusion="client")
     if index is None and es_backend is not None:
-        index = build_es_index(corpus, settings, es_backend, cache_dir=cache_dir, progress=progress)
+        index = build_es_index(corpus, settings, es_backend, unit=unit, cache_dir=cache_dir, progress=progress)
     elif index is None:
-        index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
+        if unit is not None and unit.chunked:
+            index = build_chunk_index(corpus, settings, unit, cache_dir=cache_dir, progress=progress)
+        else:
+            index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
+    elif unit is not None and unit != (index.unit if isinstance(index, ChunkedEvalIndex) else ChunkUnit()):
+        have = index.unit.label if isinstance(index, ChunkedEvalIndex) else "document"
+        raise ConfigError(f"unit: the given index holds {have} units, not {unit.label}")
+    chunked = index if isinstance(index, ChunkedEvalIndex) else None
+    source_of: dict[str, str] = chunked.source_of if chunked is not None else {}
+
+    def docs(ids: Sequence[str]) -> list[str]:
+        return documents_from_chunks(ids, source_of) if chunked is not None else list(ids)
+
+    def src(cid: str) -> str:
+        return source_of[cid] if chunked is not None else cid
+
     embedder = index.embedder
     reranker = build_reranker(settings)
     pipeline = RagPipeline(
@@ -451,7 +740,7 @@ def evaluate(
     flt = SearchFilter(EVAL_TENANT)
     versions = {
         "source_version": SOURCE_VERSION,
-        "chunker_version": CHUNKER_VERSION,
+        "chunker_version": chunked.chunker_version if chunked is not None else CHUNKER_VERSION,
         "embedding_version": embedder.version,
         "sparse_index_version": index.paths["bm25"],
         "dense_index_version": f"{embedder.version} flat-{settings.similarity.value}",
@@ -477,16 +766,16 @@ def evaluate(
             for ch in ("bm25", "dense"):
                 ids = channels.get(ch, [])
                 channel_ids[ch][qid] = ids
-                runs[ch][qid] = run_from_ids(ids)
+                runs[ch][qid] = run_from_ids(docs(ids))
             fused = [f["id"] for f in _stage(trace, "fusion").info["fused"]]
-            runs["hybrid"][qid] = run_from_ids(fused)
+            runs["hybrid"][qid] = run_from_ids(docs(fused))
             rerank_path = trace.paths.get("rerank", rerank_path)
             reranked = rerank_path.startswith("cross-encoder")
             head = [h.chunk_id for h in result.candidates]
             if reranked:
-                runs["rerank"][qid] = run_from_ids([*head, *fused])
+                runs["rerank"][qid] = run_from_ids(docs([*head, *fused]))
             packed = [c.chunk_id for c in result.context.citations]
-            runs["context"][qid] = run_from_ids(packed)
+            runs["context"][qid] = run_from_ids(docs(packed))
             tokens.append(result.context.tokens)
             sources = [c.source_id for c in result.context.citations]
             dup_rates.append(1.0 - len(set(sources)) / len(sources) if sources else 0.0)
@@ -495,13 +784,20 @@ def evaluate(
                     "query_id": qid,
                     "versions": versions,
                     "channels": {
-                        ch: [{"id": d, "rank": r} for r, d in enumerate(ids, 1)] for ch, ids in channels.items()
+                        ch: [{"id": d, "rank": r, "source_id": src(d)} for r, d in enumerate(ids, 1)]
+                        for ch, ids in channels.items()
                     },
-                    "fused": [{"id": d, "rank": r} for r, d in enumerate(fused, 1)],
+                    "fused": [{"id": d, "rank": r, "source_id": src(d)} for r, d in enumerate(fused, 1)],
                     "reranker_scores": (
-                        [{"id": h.chunk_id, "score": h.semantic_score} for h in result.candidates] if reranked else None
+                        [
+                            {"id": h.chunk_id, "source_id": h.source_id, "score": h.semantic_score}
+                            for h in result.candidates
+                        ]
+                        if reranked
+                        else None
                     ),
                     "selected": packed,
+                    "selected_sources": sources,
                     "excluded": [
                         {"stage": st.name, **d} for st in trace.stages for d in st.dropped if st.name != "rerank"
                     ],
@@ -518,7 +814,7 @@ def evaluate(
     stages["union"] = {
         f"recall@{n}": _recall_full(
             qrels,
-            {q: run_from_ids([*channel_ids["bm25"][q][:n], *channel_ids["dense"][q][:n]]) for q in queries},
+            {q: run_from_ids([*docs(channel_ids["bm25"][q][:n]), *docs(channel_ids["dense"][q][:n])]) for q in queries},
             2 * n,
         )
         for n in RECALL_DEPTHS
@@ -532,11 +828,14 @@ def evaluate(
         "context_k": settings.context_k,
         "token_budget": settings.token_budget,
     }
-    stages["chunking"] = {
-        "unit": "whole document (BEIR protocol)",
-        "gold_span_coverage": None,
-        "note": "the dataset gives document-level qrels, no gold spans",
-    }
+    if chunked is None:
+        stages["chunking"] = {
+            "unit": "whole document (BEIR protocol)",
+            "gold_span_coverage": None,
+            "note": "the dataset gives document-level qrels, no gold spans",
+        }
+    else:
+        stages["chunking"] = _chunking_stage(chunked, qrels, runs["dense"], channel_ids, depth)
     paths = dict(index.paths)
     paths["fusion"] = f"client-rrf (rank_constant={settings.rank_constant}, rank_window_size={depth})"
     paths["rerank"] = rerank_path if reranker is not None else "disabled"
@@ -544,12 +843,13 @@ def evaluate(
         "dataset": str(dataset),
         "split": split,
         "queries": len(queries),
-        "documents": len(index.ids),
+        "documents": chunked.documents if chunked is not None else len(index.ids),
         "stages": stages,
         "paths": paths,
         "versions": versions,
         "latency_ms": {k: _percentiles(v) for k, v in lat.items() if v},
-        "timing_s": {"embed_corpus": round(index.embed_seconds, 2)},
+        "timing_s": {"embed_corpus": round(index.embed_seconds, 2)}
+        | ({"chunk_corpus": chunked.stats["chunk_seconds"]} if chunked is not None else {}),
         "settings": {
             "embedding_model": settings.embedding_model,
             "reranker_model": settings.reranker_model,
@@ -703,7 +1003,15 @@ def format_report(result: dict[str, Any]) -> str:
         f"context_tokens mean={sel['context_tokens']['mean']} p95={sel['context_tokens']['p95']} "
         f"(context_k={sel['context_k']}, budget={sel['token_budget']})"
     )
-    lines.append(f"chunking  {result['stages']['chunking']['unit']}: {result['stages']['chunking']['note']}")
+    ck = result["stages"]["chunking"]
+    lines.append(f"chunking  {ck['unit']}: {ck['note']}")
+    if "chunks" in ck:
+        lines.append(
+            f"          {ck['chunks']} chunks ({ck['chunks_per_document']['mean']}/doc, max "
+            f"{ck['chunks_per_document']['max']}), tokens/chunk mean={ck['tokens_per_chunk']['mean']} "
+            f"p95={ck['tokens_per_chunk']['p95']}, vectors {ck['index']['vector_bytes']} bytes, "
+            f"embedded {ck['embed_tokens']} tokens in {ck['embed_seconds']} s ({ck['from_cache']} from cache)"
+        )
     lines.append("")
     lines.append("latency per query (ms):")
     lines.extend(f"  {k:<16} p50={v['p50']:>8.1f} p95={v['p95']:>8.1f}" for k, v in result["latency_ms"].items())

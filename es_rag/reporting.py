@@ -2,7 +2,8 @@
 
 Writes ``result.json``, ``report.md`` and, when matplotlib is installed (extra ``report``), three plots:
 ``recall_at_n.png`` (Recall@N of each channel, their union, the fused and reranked lists, N = candidate
-depth), ``ndcg_per_stage.png`` and ``latency_per_stage.png`` (p50/p95 per pipeline stage).
+depth), ``ndcg_per_stage.png`` and ``latency_per_stage.png`` (p50/p95 per pipeline stage); with a ladder
+ablation also ``ladder.png`` (Recall@100 and nDCG@10 of the list each step scores).
 """
 
 from __future__ import annotations
@@ -78,13 +79,46 @@ def _plots(result: dict[str, Any], out: Path) -> list[str]:
     return names
 
 
-def markdown(result: dict[str, Any], *, plots: list[str] | None = None, ablation: dict[str, Any] | None = None) -> str:
+def _ladder_plot(ladder: dict[str, Any], out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    rows = ladder["table"]
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for key, label in (("recall@100", "Recall@100"), ("ndcg@10", "nDCG@10")):
+        points = [(r["step"], r["metrics"][key]) for r in rows if r["metrics"].get(key) is not None]
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    ax.set_xticks([r["step"] for r in rows])
+    ax.set_xlabel("ladder step (1-4 dense on chunk units, 5 union, 6 fused, 7 reranked)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"Ladder ablation ({Path(ladder['dataset']).name} {ladder['split']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "ladder.png", dpi=90)
+    plt.close(fig)
+    return ["ladder.png"]
+
+
+def markdown(
+    result: dict[str, Any],
+    *,
+    plots: list[str] | None = None,
+    ablation: dict[str, Any] | None = None,
+    ladder: dict[str, Any] | None = None,
+) -> str:
     """Markdown text of an evaluation result.
 
     Args:
         result: :func:`es_rag.evaluation.evaluate` output.
         plots: PNG file names (relative to the report) to embed.
         ablation: :func:`es_rag.evaluation.ablate` output, for the deltas table.
+        ladder: :func:`es_rag.ladder.ladder` output, for the ladder table.
     """
     stages = result["stages"]
     lines = [
@@ -121,6 +155,21 @@ def markdown(result: dict[str, Any], *, plots: list[str] | None = None, ablation
         f"Chunking: {stages['chunking']['unit']}; gold-span coverage: "
         f"{stages['chunking']['gold_span_coverage'] or 'n/a'} ({stages['chunking']['note']}).",
         "",
+    ]
+    ck = stages["chunking"]
+    if "chunks" in ck:
+        lines += [
+            "| chunks | per doc mean / max | tokens/chunk mean / p95 | indexed / corpus tokens | vector bytes "
+            "| embedded tokens | embed s (from cache) |",
+            "|---|---|---|---|---|---|---|",
+            f"| {ck['chunks']} | {ck['chunks_per_document']['mean']} / {ck['chunks_per_document']['max']} | "
+            f"{ck['tokens_per_chunk']['mean']} / {ck['tokens_per_chunk']['p95']} | {ck['indexed_token_ratio']} | "
+            f"{ck['index']['vector_bytes']} | {ck['embed_tokens']} | {ck['embed_seconds']} ({ck['from_cache']}) |",
+            "",
+            f"Scoring: {ck['scoring']}.",
+            "",
+        ]
+    lines += [
         "## Latency per stage (ms per query)",
         "",
         "| stage | p50 | p95 |",
@@ -139,6 +188,21 @@ def markdown(result: dict[str, Any], *, plots: list[str] | None = None, ablation
         for row in ablation["table"]:
             cells = [f"{row[k]:.4f} ({row['delta_' + k]:+.4f})" for k in keys]
             lines.append(f"| {row['variant']} | " + " | ".join(cells) + " |")
+    if ladder is not None:
+        from es_rag.ladder import format_ladder
+
+        lines += [
+            "",
+            "## Ladder ablation (one change per step)",
+            "",
+            f"{ladder['queries']} queries; units: "
+            + ", ".join(f"step {k}: `{v}`" for k, v in ladder["params"]["units"].items())
+            + ". Steps 1-4 score the dense channel on each unit; 5-8 read the step-4 run. A delta is against "
+            "the previous step, or the step named by `vs` (the nearest earlier step reporting that metric).",
+            "",
+            format_ladder(ladder["table"]),
+        ]
+        lines += [f"- note: {n}" for n in ladder["notes"]]
     lines += ["", "## Paths", ""]
     lines += [f"- **{k}**: {v}" for k, v in result["paths"].items()]
     if plots:
@@ -147,21 +211,32 @@ def markdown(result: dict[str, Any], *, plots: list[str] | None = None, ablation
     return "\n".join(lines) + "\n"
 
 
-def write_report(result: dict[str, Any], directory: str | Path, *, ablation: dict[str, Any] | None = None) -> Path:
+def write_report(
+    result: dict[str, Any],
+    directory: str | Path,
+    *,
+    ablation: dict[str, Any] | None = None,
+    ladder: dict[str, Any] | None = None,
+) -> Path:
     """Write ``result.json``, the PNG plots and ``report.md`` into ``directory``; returns the Markdown path.
 
     Args:
         result: :func:`es_rag.evaluation.evaluate` output.
         directory: Output folder (created).
         ablation: Optional :func:`es_rag.evaluation.ablate` output.
+        ladder: Optional :func:`es_rag.ladder.ladder` output (its table, notes and a ``ladder.png`` plot).
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     payload = dict(result)
     if ablation is not None:
         payload["ablation"] = ablation["table"]
+    if ladder is not None:
+        payload["ladder"] = {k: v for k, v in ladder.items() if k != "results"}
     (out / "result.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
     plots = _plots(result, out)
+    if ladder is not None and plots:
+        plots += _ladder_plot(ladder, out)
     md = out / "report.md"
-    md.write_text(markdown(result, plots=plots, ablation=ablation), encoding="utf-8")
+    md.write_text(markdown(result, plots=plots, ablation=ablation, ladder=ladder), encoding="utf-8")
     return md

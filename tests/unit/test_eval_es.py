@@ -20,7 +20,7 @@ from es_rag.assets import render_asset
 from es_rag.backends.elasticsearch import ElasticsearchBackend
 from es_rag.config import Settings
 from es_rag.errors import ConfigError
-from es_rag.evaluation import EVAL_TENANT, build_index, evaluate, load_beir
+from es_rag.evaluation import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index, evaluate, load_beir
 from es_rag.filters import SearchFilter
 from tests.fakes import (
     RecordedRequest,
@@ -119,7 +119,7 @@ def test_eval_on_a_cluster_writes_the_corpus_and_scores_like_the_embedded_mirror
     for stage in ("bm25", "dense", "union", "hybrid"):
         assert result["stages"][stage] == reference["stages"][stage], stage
     assert result["stages"]["selection"]["context_recall"] == reference["stages"]["selection"]["context_recall"]
-    assert result["paths"]["backend"].startswith("elasticsearch (index es-rag-eval-chunks, 24 documents written)")
+    assert result["paths"]["backend"].startswith("elasticsearch (index es-rag-eval-chunks, 24 chunks written)")
     assert "client-rrf" in result["paths"]["fusion"]
 
     lines = [r.line for r in node.requests]
@@ -177,3 +177,20 @@ def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
 
     assert main(["eval", "--dataset", str(beir), "--es", "http://localhost:9200", "--ablate"]) != 0
     assert "--ablate runs on the embedded backend only" in capsys.readouterr().err
+
+
+def test_eval_on_a_cluster_with_chunked_units_scores_documents_like_the_mirror(
+    beir: Path, settings: Settings, tmp_path: Path
+) -> None:
+    unit = ChunkUnit("fixed", 8, 2)
+    reference = evaluate(beir, settings=settings, cache_dir=tmp_path, depth=20, unit=unit)
+    corpus, _, _ = load_beir(beir, "test")
+    mirror = build_chunk_index(corpus, settings, unit, cache_dir=tmp_path)
+    assert len(mirror.chunks) > len(corpus)
+    backend, node = _fake_cluster(settings, mirror)
+    result = evaluate(beir, settings=settings, cache_dir=tmp_path, depth=20, unit=unit, es_backend=backend)
+    for stage in ("bm25", "dense", "union", "hybrid"):
+        assert result["stages"][stage] == reference["stages"][stage], stage
+    assert result["stages"]["chunking"]["unit"] == reference["stages"]["chunking"]["unit"]
+    bulk = [a for r in node.requests if r.path.endswith("_bulk") for a in bulk_actions(r)]
+    assert sorted(meta["_id"] for _, meta, _ in bulk) == sorted(c.chunk_id for c in mirror.chunks)
