@@ -126,6 +126,15 @@ def test_chunk_index_keeps_lineage_and_overlap_adds_chunks(beir: Path, settings:
         build_chunk_index(corpus, settings, ChunkUnit("fixed", 4000, 0), cache_dir=cache, embedder=plain.embedder)
 
 
+def test_document_without_text_becomes_one_title_unit(settings: Settings, cache: Path) -> None:
+    corpus = {"empty": {"title": "only a title here", "text": "  "}, "full": {"title": "t", "text": LONG_HEAD * 2}}
+    index = build_chunk_index(corpus, settings, ChunkUnit("recursive", 24, 4), cache_dir=cache)
+    assert index.stats["title_only_documents"] == 1
+    units = [d for d in index.backend._children.values() if d["source_id"] == "empty"]
+    assert len(units) == 1 and units[0]["text"] == "only a title here"
+    assert sum(1 for v in index.source_of.values() if v == "full") >= 2
+
+
 def test_second_chunk_evidence_is_found_and_scored_per_document(
     beir: Path, settings: Settings, cache: Path, tmp_path: Path
 ) -> None:
