@@ -126,9 +126,14 @@ def test_both_losses_learn_to_put_the_positive_first(loss: str, tiny_cross_encod
     assert steps == 60
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
     rr = CrossEncoderReranker(str(tmp_path / loss))
+    wins = 0
     for q in queries:
-        hits = [
-            Hit(chunk_id=cid, source_id=cid, text=text, tenant_id="t", title="")
-            for cid, text in (("neg", f"{q} quick brown fox 1"), ("pos", f"{q} checksum mismatch resume"))
-        ]
-        assert rr.rerank(q, hits)[0].chunk_id == "pos"
+        for j in range(3):
+            hits = [
+                Hit(chunk_id=cid, source_id=cid, text=text, tenant_id="t", title="")
+                for cid, text in (("neg", f"{q} quick brown fox {j}"), ("pos", f"{q} checksum mismatch resume"))
+            ]
+            wins += rr.rerank(q, hits)[0].chunk_id == "pos"
+    # 18 pairwise comparisons: a model that learned nothing wins about 9; tiny random models on another
+    # machine's threads may leave a borderline pair or two
+    assert wins >= 15, wins
