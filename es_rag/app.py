@@ -85,7 +85,7 @@ def build_backend(settings: Settings, *, es_url: str | None = None, index_dir: s
 def embedded_backend(settings: Settings, index_dir: str | Path | None) -> EmbeddedBackend:
     """The embedded backend mirroring the cluster's BM25 configuration: the same analyzer (``kuromoji``,
     which has no Python mirror, becomes ``cjk`` bigrams, as documented in ``es_rag.analysis``; an
-    unresolved ``auto`` takes the no-plugin branch), fields, boosts and tie_breaker.
+    unresolved ``auto`` takes the no-plugin branch), fields, boosts, tie_breaker and BM25 k1/b.
 
     Args:
         settings: Settings.
@@ -106,6 +106,8 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
         analyzer=analyzer,
         bm25_fields=settings.bm25_fields,
         tie_breaker=settings.bm25_tie_breaker,
+        bm25_k1=settings.bm25_k1,
+        bm25_b=settings.bm25_b,
     )
 
 

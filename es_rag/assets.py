@@ -27,7 +27,7 @@ from es_rag.errors import ConfigError, EsRagError
 from es_rag.queries import search_template_id
 from es_rag.requests import EsRequest
 
-ASSET_VERSION = 4
+ASSET_VERSION = 5
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 CHUNK_PIPELINE_ASSET = {
@@ -152,6 +152,8 @@ def _context(settings: Settings) -> dict[str, Any]:
         "vector_dims": settings.vector_dims,
         "similarity": settings.similarity.value,
         "analyzer": settings.analyzer.value,
+        "bm25_k1": float(settings.bm25_k1),
+        "bm25_b": float(settings.bm25_b),
         "inference_id": settings.inference_id,
         "vector_mode": settings.vectors.value,
         "semantic_field": SEMANTIC_FIELD,

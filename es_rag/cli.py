@@ -41,6 +41,14 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         "cluster auto takes the no-plugin branch) (%(default)s)",
     )
     g.add_argument(
+        "--bm25-k1",
+        type=float,
+        default=d.bm25_k1,
+        help="BM25 k1 of every text field: the index's default similarity (set at index creation) and the "
+        "embedded mirror (%(default)s)",
+    )
+    g.add_argument("--bm25-b", type=float, default=d.bm25_b, help="BM25 b (length normalisation) (%(default)s)")
+    g.add_argument(
         "--language",
         default=None,
         metavar="CODE",
@@ -490,6 +498,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", metavar="FILE", default=None, help="write one run record per query (JSON Lines)")
     p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
     p.add_argument(
+        "--es",
+        metavar="URL",
+        default=None,
+        help="evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version registry; "
+        f"index prefix {EVAL_ES_PREFIX} unless --index-prefix is given) and every query runs against it "
+        "(credentials from ES_API_KEY or ES_USERNAME/ES_PASSWORD); default: the embedded backend",
+    )
+    p.add_argument(
         "--unit",
         choices=["document", "fixed", "recursive", "structure"],
         default="document",
@@ -529,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
     )
     _add_settings_args(p)
+    _add_protocol_arg(p)
 
     p = sub.add_parser("train-reranker", help="fine-tune a cross-encoder with hard negatives mined by es_rag")
     p.add_argument("--dataset", required=True, metavar="DIR")
@@ -538,12 +555,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", default=None, metavar="DIR", help="embedding cache root")
     p.add_argument("--max-queries", type=int, default=None, help="train on the first N queries only")
     p.add_argument("--max-steps", type=int, default=300, help="optimizer steps (%(default)s)")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16, help="(query, passage) pairs per step (%(default)s)")
+    p.add_argument(
+        "--epochs", type=int, default=1, help="passes over the training data, bounded by --max-steps (%(default)s)"
+    )
+    p.add_argument(
+        "--loss",
+        choices=["listwise", "pointwise"],
+        default="listwise",
+        help="listwise: softmax cross-entropy of each positive against its query's hard negatives "
+        "(batch-size // group size groups per step); pointwise: binary cross-entropy per pair (%(default)s)",
+    )
     p.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
     p.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
     p.add_argument("--learning-rate", type=float, default=3e-5)
     _add_bm25_args(p)
     _add_settings_args(p)
+    _add_protocol_arg(p)
     return parser
 
 
@@ -559,11 +587,54 @@ def _add_bm25_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+EVAL_ES_PREFIX = "es-rag-eval"
+"""Index prefix ``eval --es`` uses unless ``--index-prefix`` is given."""
+
+_PROTOCOL_ARGS = {
+    "analyzer": "analyzer",
+    "bm25_fields": "bm25_fields",
+    "tie_breaker": "bm25_tie_breaker",
+    "bm25_k1": "bm25_k1",
+    "bm25_b": "bm25_b",
+}
+"""Argument dest -> Settings field that ``--bm25-protocol`` sets unless the option is given."""
+
+
+def _add_protocol_arg(p: argparse.ArgumentParser) -> None:
+    """``--bm25-protocol`` for commands on BEIR-layout datasets; the options it sets default to it."""
+    from es_rag.evaluation import BM25_PROTOCOLS
+
+    p.add_argument(
+        "--bm25-protocol",
+        choices=[*BM25_PROTOCOLS, "settings"],
+        default="beir-multifield",
+        help="BM25 set-up: beir-multifield = Anserini's BEIR multifield regression (english, title+text summed, "
+        "k1 0.9, b 0.4; reproduces BEIR's published BM25), beir-es = the beir package's Elasticsearch code "
+        "(english, best_fields tie_breaker 0.5, k1 1.2, b 0.75), settings = es_rag's own defaults; "
+        "--analyzer, --bm25-fields, --tie-breaker, --bm25-k1 and --bm25-b override it (%(default)s)",
+    )
+    for action in p._actions:
+        if action.dest in _PROTOCOL_ARGS:
+            action.default = None
+            action.help = (action.help or "").replace("(%(default)s)", "(default: from --bm25-protocol)")
+
+
 def _bm25_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "bm25_fields": tuple(f.strip() for f in str(args.bm25_fields).split(",") if f.strip()),
-        "bm25_tie_breaker": args.tie_breaker,
-    }
+    """Settings fields of the BM25 options; with ``--bm25-protocol``, unset options take the protocol's value."""
+    out: dict[str, Any] = {}
+    protocol = getattr(args, "bm25_protocol", None)
+    if protocol is not None:
+        from es_rag.evaluation import BM25_PROTOCOLS
+
+        values = dict(BM25_PROTOCOLS.get(protocol, {}))
+        defaults = Settings()
+        for dest, fld in _PROTOCOL_ARGS.items():
+            if getattr(args, dest) is None:
+                value = values.get(fld, getattr(defaults, fld))
+                setattr(args, dest, ",".join(value) if fld == "bm25_fields" else getattr(value, "value", value))
+    out["bm25_fields"] = tuple(f.strip() for f in str(args.bm25_fields).split(",") if f.strip())
+    out["bm25_tie_breaker"] = args.tie_breaker
+    return out
 
 
 def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = False, **overrides: Any) -> Settings:
@@ -582,6 +653,8 @@ def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = F
         vector_dims=args.vector_dims,
         similarity=args.similarity,
         analyzer=args.analyzer,
+        bm25_k1=args.bm25_k1,
+        bm25_b=args.bm25_b,
         inference_id=args.inference_id,
         vector_mode=getattr(args, "vector_mode", None),
         semantic_chunking=None
@@ -1092,7 +1165,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from es_rag.evaluation import ChunkUnit, ablate, evaluate, format_ablation, format_report
     from es_rag.ladder import format_ladder, ladder
 
-    settings = settings_from_args(args, **_bm25_overrides(args))
+    bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
+    if args.es and args.index_prefix == Settings().index_prefix:
+        args.index_prefix = EVAL_ES_PREFIX  # never write a benchmark corpus into the product's indices
+    settings = settings_from_args(args, **bm25)
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
@@ -1101,6 +1177,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--unit {args.unit} with --ablate {args.ablate}: the ablations choose their own units "
             "(one-change runs whole documents, ladder its chunk steps); drop --unit"
+        )
+    if args.ablate and args.es:
+        raise ConfigError(
+            "--ablate runs on the embedded backend only (an analyzer, BM25 or chunking change needs a new "
+            "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
         )
     if args.ablate == "ladder" and args.records:
         raise ConfigError("--records with --ablate ladder: run records are written per run; drop one of them")
@@ -1121,7 +1202,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         ablation = ablate(args.dataset, progress=_progress(), **common)
         result = ablation["results"]["base"]
     else:
-        result = evaluate(args.dataset, progress=_progress(), records_path=args.records, unit=unit, **common)
+        es_backend = None
+        if args.es:
+            from es_rag.app import build_backend
+
+            es_backend = build_backend(settings, es_url=args.es)
+        result = evaluate(
+            args.dataset,
+            progress=_progress(),
+            records_path=args.records,
+            unit=unit,
+            es_backend=es_backend,
+            **common,
+        )
     if args.report:
         from es_rag.reporting import write_report
 
@@ -1155,7 +1248,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
     """
     from es_rag.training import TrainingConfig, train_reranker
 
-    settings = settings_from_args(args, **_bm25_overrides(args))
+    bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
+    settings = settings_from_args(args, **bm25)
     config = TrainingConfig(
         base_model=args.base or settings.embedding_model,
         negatives_per_query=args.negatives,
@@ -1163,6 +1257,8 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         max_length=args.max_length,
+        loss=args.loss,
+        epochs=args.epochs,
     )
     report = train_reranker(
         args.dataset,

@@ -119,7 +119,12 @@ class Settings:
             (:func:`es_rag.assets.resolve_analyzer`).
         bm25_fields: Fields (``name^boost``) of the BM25 ``multi_match``; the embedded backend mirrors them.
         bm25_tie_breaker: ``multi_match`` ``best_fields`` tie_breaker: the best field's score plus this
-            times every other matching field's score (0 = best field only).
+            times every other matching field's score (0 = best field only; 1 = the sum of the fields, i.e.
+            ``most_fields``).
+        bm25_k1: BM25 term-frequency saturation of every text field (Lucene/Elasticsearch default 1.2); set
+            as the index's ``default`` similarity by the settings component template, mirrored by the
+            embedded backend. Changing it needs a new index (similarity is fixed at index creation).
+        bm25_b: BM25 length normalisation in [0, 1] (default 0.75), same place as ``bm25_k1``.
         inference_id: Inference endpoint id; when set, ingest computes vectors in Elasticsearch.
         vector_mode: ``client``, ``inference`` or ``semantic_text`` (:class:`VectorMode`); None (default)
             means ``inference`` when ``inference_id`` is set, else ``client``. Read the resolved mode
@@ -190,6 +195,8 @@ class Settings:
     analyzer: Analyzer = Analyzer.STANDARD
     bm25_fields: tuple[str, ...] = ("title^2", "heading_path^1.5", "text")
     bm25_tie_breaker: float = 0.0
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
     inference_id: str | None = None
     vector_mode: VectorMode | None = None
     semantic_chunking: str | None = "sentence"
@@ -295,6 +302,10 @@ class Settings:
                 raise ConfigError(f"bm25_fields: {spec!r} is not 'field' or 'field^boost' (e.g. title^2)")
         if not 0.0 <= self.bm25_tie_breaker <= 1.0:
             raise ConfigError(f"bm25_tie_breaker: must be within [0, 1], got {self.bm25_tie_breaker}")
+        if not (isinstance(self.bm25_k1, (int, float)) and 0.0 <= self.bm25_k1 <= 100.0):
+            raise ConfigError(f"bm25_k1: must be a number within [0, 100], got {self.bm25_k1!r}")
+        if not (isinstance(self.bm25_b, (int, float)) and 0.0 <= self.bm25_b <= 1.0):
+            raise ConfigError(f"bm25_b: must be a number within [0, 1], got {self.bm25_b!r}")
         if self.fusion_method not in ("rrf", "linear"):
             raise ConfigError(f"fusion_method: invalid value {self.fusion_method!r}; valid values: rrf, linear")
         if self.score_normalizer not in ("minmax", "l2_norm", "none", "zscore"):

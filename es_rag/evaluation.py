@@ -50,6 +50,62 @@ RECALL_DEPTHS = (10, 50, 100, 200)
 CHUNKER_VERSION = "whole-doc"
 SOURCE_VERSION = "1"
 
+BM25_PROTOCOLS: dict[str, dict[str, Any]] = {
+    "beir-multifield": {
+        "analyzer": "english",
+        "bm25_fields": ("title", "text"),
+        "bm25_tie_breaker": 1.0,
+        "bm25_k1": 0.9,
+        "bm25_b": 0.4,
+    },
+    "beir-es": {
+        "analyzer": "english",
+        "bm25_fields": ("title", "text"),
+        "bm25_tie_breaker": 0.5,
+        "bm25_k1": 1.2,
+        "bm25_b": 0.75,
+    },
+}
+"""BM25 set-ups of published BEIR baselines, as es_rag settings.
+
+- ``beir-multifield``: the Anserini/Pyserini "multifield" BM25 regression that reproduces BEIR's published
+  BM25 table (SciFact nDCG@10 0.6647 vs the paper's 0.665): Lucene BM25 with k1 0.9 and b 0.4, title and
+  text as separate fields queried with equal weight and summed (``tie_breaker`` 1.0 makes Elasticsearch's
+  ``best_fields`` the sum, i.e. ``most_fields``), English analysis (Porter stemming, stop words).
+- ``beir-es``: the Elasticsearch code shipped in the ``beir`` package (``multi_match`` ``best_fields``
+  over title and text, ``tie_breaker`` 0.5, ``english`` analyzer, Elasticsearch's default k1 1.2 / b 0.75).
+  It does not reproduce the paper's number: run on Elasticsearch 7.17 it gives SciFact 0.6906
+  (beir-cellar/beir#143).
+
+``settings`` (no entry here) keeps the product's own settings.
+"""
+
+
+def apply_bm25_protocol(settings: Settings, protocol: str) -> Settings:
+    """``settings`` with the analyzer, BM25 fields, tie_breaker and k1/b of a :data:`BM25_PROTOCOLS` entry.
+
+    Args:
+        settings: Base settings (every other field is kept).
+        protocol: A :data:`BM25_PROTOCOLS` name, or ``settings`` to keep ``settings`` unchanged.
+    """
+    if protocol == "settings":
+        return settings
+    if protocol not in BM25_PROTOCOLS:
+        raise ConfigError(f"bm25 protocol: unknown {protocol!r}; valid: {', '.join([*BM25_PROTOCOLS, 'settings'])}")
+    return settings.replace(**BM25_PROTOCOLS[protocol])
+
+
+def bm25_description(settings: Settings) -> str:
+    """One line naming the BM25 set-up of ``settings`` (run records and report paths).
+
+    Args:
+        settings: Settings.
+    """
+    return (
+        f"multi_match best_fields {list(settings.bm25_fields)} tie_breaker={settings.bm25_tie_breaker} "
+        f"analyzer={settings.analyzer.value} k1={settings.bm25_k1} b={settings.bm25_b}"
+    )
+
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
@@ -165,13 +221,18 @@ def run_from_ids(ids: Sequence[str]) -> dict[str, float]:
 
 @dataclass
 class EvalIndex:
-    """An embedded index of a BEIR corpus (one chunk per document) and the embedder that built it."""
+    """An index of a BEIR corpus (one chunk per document) and the embedder that built it.
 
-    backend: EmbeddedBackend
+    ``backend`` is the embedded backend (:func:`build_index`) or an Elasticsearch backend the corpus was
+    written to (:func:`build_es_index`); ``chunks`` are the indexed chunks with their vectors.
+    """
+
+    backend: Any
     embedder: Any
     ids: list[str]
     paths: dict[str, str]
     embed_seconds: float
+    chunks: list[Chunk]
 
     def hits(self) -> list[Hit]:
         """Every document as a hit (for passage texts)."""
@@ -218,6 +279,8 @@ def build_index(
         analyzer=settings.analyzer,
         bm25_fields=settings.bm25_fields,
         tie_breaker=settings.bm25_tie_breaker,
+        bm25_k1=settings.bm25_k1,
+        bm25_b=settings.bm25_b,
     )
     chunks = [
         Chunk(
@@ -244,14 +307,92 @@ def build_index(
         "backend": "embedded",
         "embedding": embedder.version,
         "embedding_cache": f"{encoded} encoded, {len(ids) - encoded} from cache ({cache.root})",
-        "bm25": (
-            f"multi_match best_fields {list(settings.bm25_fields)} tie_breaker={settings.bm25_tie_breaker} "
-            f"analyzer={settings.analyzer.value} (embedded mirror)"
-        ),
+        "bm25": f"{bm25_description(settings)} (embedded mirror)",
     }
     if report.failed:
         paths["index_failures"] = f"{len(report.failed)} documents failed: {report.failed[:3]}"
-    return EvalIndex(backend=backend, embedder=embedder, ids=ids, paths=paths, embed_seconds=embed_s)
+    return EvalIndex(backend=backend, embedder=embedder, ids=ids, paths=paths, embed_seconds=embed_s, chunks=chunks)
+
+
+def _installed_bm25(backend: Any, settings: Settings) -> dict[str, Any]:
+    """The analyzer and BM25 similarity the chunk index was created with (``GET <index>/_settings``)."""
+    from es_rag.requests import EsRequest
+
+    body = backend.send(EsRequest("GET", f"{settings.chunk_index}/_settings"))
+    index_settings = next(iter(body.values()))["settings"]["index"] if body else {}
+    similarity = index_settings.get("similarity", {}).get("default", {})
+    analyzer = index_settings.get("analysis", {}).get("analyzer", {}).get("es_rag_text", {}).get("type")
+    return {
+        "analyzer": analyzer,
+        "k1": float(similarity["k1"]) if "k1" in similarity else 1.2,
+        "b": float(similarity["b"]) if "b" in similarity else 0.75,
+    }
+
+
+def build_es_index(
+    corpus: dict[str, dict[str, str]],
+    settings: Settings,
+    backend: Any,
+    *,
+    unit: ChunkUnit | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = False,
+    embedder: Any = None,
+) -> EvalIndex:
+    """Write ``corpus`` to a live cluster the way ``es-rag ingest`` does and return it as an :class:`EvalIndex`.
+
+    The chunks and vectors are the ones :func:`build_index` makes (same embedding cache); ``setup`` installs
+    the assets and creates the indices when absent; the sources are switched in through the version
+    registry (begin, bulk through the ingest pipeline, refresh, commit), so every retriever's version gate
+    serves them.
+
+    Args:
+        corpus: Doc id -> ``{"title", "text"}``.
+        settings: Index prefix, analyzer, BM25 k1/b, embedding model.
+        backend: A connected :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend`.
+        unit: Retrieval unit (default: the whole document); chunks are cut as :func:`build_chunk_index` does.
+        cache_dir: Embedding cache root.
+        progress: Show the encoding progress bar.
+        embedder: A ready embedder (default: the settings' model).
+
+    Raises:
+        ConfigError: The chunk index exists with another analyzer or BM25 k1/b than ``settings`` (similarity
+            and analysis are fixed when an index is created: use another ``--index-prefix``).
+        ClusterError: A document failed to index (every failure is listed).
+    """
+    from es_rag.errors import ClusterError
+    from es_rag.lineage import version_store
+
+    local: EvalIndex
+    if unit is not None and unit.chunked:
+        local = build_chunk_index(corpus, settings, unit, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    else:
+        local = build_index(corpus, settings, cache_dir=cache_dir, progress=progress, embedder=embedder)
+    backend.settings = settings
+    backend.setup(create_indices=True)
+    installed = _installed_bm25(backend, settings)
+    wanted = {"analyzer": settings.analyzer.value, "k1": float(settings.bm25_k1), "b": float(settings.bm25_b)}
+    if installed != wanted:
+        raise ConfigError(
+            f"index {settings.chunk_index} was created with analyzer={installed['analyzer']} k1={installed['k1']} "
+            f"b={installed['b']}, the evaluation asks for analyzer={wanted['analyzer']} k1={wanted['k1']} "
+            f"b={wanted['b']}; analysis and similarity are fixed at index creation: use another --index-prefix "
+            "(or delete that index)"
+        )
+    store = version_store(backend)
+    pairs = sorted({(c.source_id, c.source_version) for c in local.chunks})
+    if store is not None:
+        store.begin(EVAL_TENANT, pairs)
+    report = backend.index(local.chunks)
+    if report.failed:
+        raise ClusterError(f"{len(report.failed)} of {len(local.chunks)} documents failed to index: {report.failed}")
+    if store is not None:
+        store.refresh()
+        store.commit(EVAL_TENANT, pairs)
+    paths = dict(local.paths)
+    paths["backend"] = f"elasticsearch (index {settings.chunk_index}, {len(local.chunks)} chunks written)"
+    paths["bm25"] = f"{bm25_description(settings)} (elasticsearch, similarity as installed)"
+    return dataclasses.replace(local, backend=backend, paths=paths)
 
 
 UNIT_STRATEGIES = ("document", "fixed", "recursive", "structure")
@@ -462,6 +603,7 @@ def build_chunk_index(
         ids=[c.chunk_id for c in chunks],
         paths=paths,
         embed_seconds=embed_s,
+        chunks=chunks,
         unit=unit,
         chunker_version=version,
         source_of={c.chunk_id: c.source_id for c in chunks},
@@ -532,6 +674,7 @@ def evaluate(
     records_path: str | Path | None = None,
     index: EvalIndex | None = None,
     unit: ChunkUnit | None = None,
+    es_backend: Any = None,
 ) -> dict[str, Any]:
     """Run every stage over the split's queries and score each stage.
 
@@ -551,6 +694,10 @@ def evaluate(
         index: A prebuilt index of the same corpus (ablations reuse it when the BM25 setup is unchanged).
         unit: Retrieval unit (default: the whole document, BEIR protocol); must match ``index`` when both
             are given.
+        es_backend: A connected Elasticsearch backend: the corpus (cut into ``unit``) is written to it
+            (:func:`build_es_index`) and every query runs against the cluster, with client-side fusion so
+            each channel's list is scored (Elasticsearch's native rrf returns only the fused list; the
+            client RRF equals it).
     """
     from es_rag.app import build_reranker
     from es_rag.pipeline import RagPipeline
@@ -564,7 +711,11 @@ def evaluate(
         keep = list(queries)[:max_queries]
         queries = {q: queries[q] for q in keep}
         qrels = {q: qrels[q] for q in keep}
-    if index is None:
+    if es_backend is not None:
+        settings = settings.replace(fusion="client")
+    if index is None and es_backend is not None:
+        index = build_es_index(corpus, settings, es_backend, unit=unit, cache_dir=cache_dir, progress=progress)
+    elif index is None:
         if unit is not None and unit.chunked:
             index = build_chunk_index(corpus, settings, unit, cache_dir=cache_dir, progress=progress)
         else:
@@ -705,6 +856,8 @@ def evaluate(
             "analyzer": settings.analyzer.value,
             "bm25_fields": list(settings.bm25_fields),
             "bm25_tie_breaker": settings.bm25_tie_breaker,
+            "bm25_k1": settings.bm25_k1,
+            "bm25_b": settings.bm25_b,
             "rank_constant": settings.rank_constant,
             "rerank_k": settings.rerank_k,
             "context_k": settings.context_k,
@@ -717,18 +870,40 @@ def evaluate(
 
 
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "analyzer=english": {"analyzer": "english"},
-    "bm25 fields title,text tie_breaker=0.5": {"bm25_fields": ("title", "text"), "bm25_tie_breaker": 0.5},
     "rank_constant=20": {"rank_constant": 20},
     "rerank_k=20": {"rerank_k": 20},
     "no reranker": {"reranker_model": None},
     "mmr_lambda=1.0 (no diversity)": {"mmr_lambda": 1.0},
     "context_k=10": {"context_k": 10},
 }
-"""One change each against the base settings (the seed's list, steps 5-8; chunking steps 1-4 need a chunked
-corpus and are not part of the BEIR whole-document protocol)."""
+"""One change each against the base settings (the seed's list, steps 5-8) besides the BM25 ones that
+:func:`ablations_for` derives from the base."""
 
-_BM25_KEYS = ("analyzer", "bm25_fields", "bm25_tie_breaker")
+
+def ablations_for(base: Settings) -> dict[str, dict[str, Any]]:
+    """The default one-change variants of ``base``: the other analyzer (english <-> standard), every
+    :data:`BM25_PROTOCOLS` set-up that differs from the base's, then :data:`ABLATIONS`.
+
+    Args:
+        base: The settings every variant changes one thing of.
+    """
+    other = "standard" if base.analyzer.value == "english" else "english"
+    out: dict[str, dict[str, Any]] = {f"analyzer={other}": {"analyzer": other}}
+    for name, values in BM25_PROTOCOLS.items():
+        if (
+            any(
+                getattr(base, k) != (tuple(v) if isinstance(v, tuple) else v)
+                for k, v in values.items()
+                if k != "analyzer"
+            )
+            or base.analyzer.value != values["analyzer"]
+        ):
+            out[f"bm25 protocol {name}"] = dict(values)
+    out.update(ABLATIONS)
+    return out
+
+
+_BM25_KEYS = ("analyzer", "bm25_fields", "bm25_tie_breaker", "bm25_k1", "bm25_b")
 
 
 def ablate(
@@ -748,14 +923,14 @@ def ablate(
         dataset: BEIR folder.
         split: Qrels split.
         settings: Base settings.
-        variants: Name -> settings changes (default :data:`ABLATIONS`).
+        variants: Name -> settings changes (default :func:`ablations_for` of the base).
         cache_dir: Embedding cache root.
         max_queries: Evaluate only the first N queries.
         depth: Candidates per channel.
         progress: Show progress bars.
     """
     base = settings or Settings()
-    variants = ABLATIONS if variants is None else variants
+    variants = ablations_for(base) if variants is None else variants
     corpus, _, _ = load_beir(dataset, split)
     index = build_index(corpus, base, cache_dir=cache_dir, progress=progress)
     common = dict(split=split, cache_dir=cache_dir, max_queries=max_queries, depth=depth, progress=progress)

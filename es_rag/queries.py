@@ -453,6 +453,8 @@ def search_template_params(
         "fields": list(settings.bm25_fields),
         "source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
+    if settings.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
+        params["tie_breaker"] = settings.bm25_tie_breaker
     if identifiers:
         params["exact"] = {"query": exact_query(identifiers)}
     return params

@@ -8,8 +8,10 @@ never random documents. Positives are the judged documents; graded qrels become 
 reranker sees at query time.
 
 The model starts from any local or hub checkpoint (default: the offline all-MiniLM-L6-v2 weights) with a
-fresh single-logit head and is trained pointwise with binary cross-entropy for a bounded number of
-steps, then saved where :class:`~es_rag.rerank.CrossEncoderReranker` (``--reranker DIR``) loads it.
+fresh single-logit head and is trained for a bounded number of steps, listwise by default (softmax
+cross-entropy of each positive against its query's hard negatives, which ranks rather than classifies)
+or pointwise (binary cross-entropy on single pairs), then saved where
+:class:`~es_rag.rerank.CrossEncoderReranker` (``--reranker DIR``) loads it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.config import Settings
-from es_rag.errors import InputError, ModelLoadError
+from es_rag.errors import ConfigError, InputError, ModelLoadError
 from es_rag.filters import SearchFilter
 from es_rag.fusion import reciprocal_rank_fusion
 from es_rag.models import Hit
@@ -73,6 +75,10 @@ class TrainingConfig:
         learning_rate: AdamW peak learning rate (linear warm-up over 10% of the steps, then linear decay).
         max_length: Token limit of one (query, passage) pair.
         seed: Shuffling and head initialisation seed.
+        loss: ``listwise`` (default): softmax cross-entropy over groups of one positive and its query's
+            hard negatives (localized contrastive estimation, Gao et al. 2021), each group weighted by the
+            positive's graded label, ``batch_size // group size`` groups per step; ``pointwise``: binary
+            cross-entropy on single pairs against their graded labels, ``batch_size`` pairs per step.
     """
 
     base_model: str
@@ -84,6 +90,11 @@ class TrainingConfig:
     learning_rate: float = 3e-5
     max_length: int = 256
     seed: int = 13
+    loss: str = "listwise"
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"loss: invalid value {self.loss!r}; valid values: {', '.join(LOSSES)}")
 
 
 @dataclass
@@ -109,6 +120,25 @@ class TrainingReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return asdict(self)
+
+
+LOSSES = ("listwise", "pointwise")
+
+
+def listwise_groups(pairs: Sequence[TrainingPair]) -> list[list[TrainingPair]]:
+    """One group per positive: the positive first, then every hard negative of the same query.
+
+    Other positives of the query are left out of the group (they are not negatives); a query without
+    negatives gives no group.
+
+    Args:
+        pairs: Mined pairs (:func:`mine_pairs`).
+    """
+    positives: dict[str, list[TrainingPair]] = {}
+    negatives: dict[str, list[TrainingPair]] = {}
+    for p in pairs:
+        (positives if p.label > 0 else negatives).setdefault(p.query_id, []).append(p)
+    return [[pos, *negatives[q]] for q, group in positives.items() if negatives.get(q) for pos in group]
 
 
 def mine_pairs(
@@ -203,12 +233,20 @@ def train_cross_encoder(
     model, tok = ce.model, ce.tokenizer
     model.train()
     rng = random.Random(config.seed)
+    if config.loss == "listwise":
+        groups = listwise_groups(pairs)
+        if not groups:
+            raise InputError("train-reranker", "pairs", "no query has both a positive and a hard negative")
+        per_step = max(1, config.batch_size // max(len(g) for g in groups))
+    else:
+        groups = [[p] for p in pairs]
+        per_step = config.batch_size
     order: list[int] = []
     for _ in range(config.epochs):
-        epoch = list(range(len(pairs)))
+        epoch = list(range(len(groups)))
         rng.shuffle(epoch)
         order.extend(epoch)
-    steps = min(config.max_steps, math.ceil(len(order) / config.batch_size))
+    steps = min(config.max_steps, math.ceil(len(order) / per_step))
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01)
     warmup = max(1, steps // 10)
 
@@ -218,11 +256,12 @@ def train_cross_encoder(
         return max(0.0, (steps - step) / max(1, steps - warmup))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    loss_fn = torch.nn.BCEWithLogitsLoss()
+    bce = torch.nn.BCEWithLogitsLoss()
     losses: list[float] = []
     t0 = time.perf_counter()
     for step in range(steps):
-        batch = [pairs[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
+        chosen = [groups[i] for i in order[step * per_step : (step + 1) * per_step]]
+        batch = [p for g in chosen for p in g]
         features = tok(
             [p.query for p in batch],
             [p.passage for p in batch],
@@ -231,9 +270,19 @@ def train_cross_encoder(
             max_length=config.max_length,
             return_tensors="pt",
         )
-        labels = torch.tensor([p.label for p in batch], dtype=torch.float32)
         logits = model(**features).logits.view(-1)
-        loss = loss_fn(logits, labels)
+        loss: Any
+        if config.loss == "listwise":
+            parts, weights, start = [], [], 0
+            for g in chosen:
+                scores = logits[start : start + len(g)]
+                parts.append(-torch.log_softmax(scores, dim=0)[0])  # the positive is first in its group
+                weights.append(g[0].label)
+                start += len(g)
+            w = torch.tensor(weights, dtype=torch.float32)
+            loss = (torch.stack(parts) * w).sum() / w.sum()
+        else:
+            loss = bce(logits, torch.tensor([p.label for p in batch], dtype=torch.float32))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

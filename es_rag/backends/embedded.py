@@ -329,7 +329,9 @@ class EmbeddedBackend:
             known = [t for t in tokens if t in vocab]
             if not known:
                 continue
-            field_scores = boost * np.asarray(model.get_scores(known), dtype=np.float64)
+            # bm25s "lucene" omits the (k1 + 1) numerator; Elasticsearch's LegacyBM25Similarity keeps it
+            # (explain shows it as "boost 2.2" at k1 1.2), so scores here equal the cluster's.
+            field_scores = boost * (self.k1 + 1.0) * np.asarray(model.get_scores(known), dtype=np.float64)
             best = np.maximum(best, field_scores)
             total += field_scores
         if self.tie_breaker:

@@ -101,3 +101,44 @@ def test_settings_validate_bm25_fields_and_tie_breaker() -> None:
         Settings(bm25_fields=())
     with pytest.raises(ConfigError, match="tie_breaker"):
         Settings(bm25_tie_breaker=1.5)
+
+
+def _legacy_bm25(tf: int, df: int, n: int, dl: int, avgdl: float, k1: float, b: float) -> float:
+    """Elasticsearch's LegacyBM25Similarity, written out: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))."""
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return float(idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / avgdl)))
+
+
+@pytest.mark.parametrize(("k1", "b"), [(1.2, 0.75), (0.9, 0.4), (2.0, 0.0)])
+def test_bm25_scores_equal_elasticsearch_legacy_bm25_for_any_k1_b(k1: float, b: float) -> None:
+    docs = [
+        _chunk("a", "", "malaria malaria vaccine"),
+        _chunk("b", "", "malaria trial in children of the region with a long text here"),
+        _chunk("c", "", "cats dogs"),
+    ]
+    backend = EmbeddedBackend(dims=4, analyzer="standard", bm25_fields=["text"], bm25_k1=k1, bm25_b=b)
+    backend.index(docs)
+    lengths = {"a": 3, "b": 12, "c": 2}
+    avgdl = sum(lengths.values()) / 3
+    got = {h.chunk_id: h.bm25_score for h in backend.bm25("malaria", SearchFilter("t"), 5)}
+    assert got == pytest.approx(
+        {
+            "a": _legacy_bm25(2, 2, 3, lengths["a"], avgdl, k1, b),
+            "b": _legacy_bm25(1, 2, 3, lengths["b"], avgdl, k1, b),
+        },
+        rel=1e-6,
+    )
+
+
+def test_embedded_backend_takes_k1_and_b_from_settings() -> None:
+    from es_rag.app import embedded_backend
+
+    backend = embedded_backend(Settings(bm25_k1=0.9, bm25_b=0.4), None)
+    assert (backend.k1, backend.b) == (0.9, 0.4)
+
+
+def test_settings_validate_bm25_k1_and_b() -> None:
+    with pytest.raises(ConfigError, match="bm25_k1"):
+        Settings(bm25_k1=-0.1)
+    with pytest.raises(ConfigError, match="bm25_b"):
+        Settings(bm25_b=1.5)

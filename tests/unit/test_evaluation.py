@@ -174,3 +174,52 @@ def test_embedding_cache_never_reencodes(tmp_path: Path) -> None:
     assert np.array_equal(m2[:2], m1[::-1])
     other = EmbeddingCache(tmp_path, "model-b")  # another model never reads model-a's vectors
     assert other.embed(["x"], encode)[1] == 1
+
+
+def test_bm25_protocols_are_the_published_setups() -> None:
+    from es_rag.errors import ConfigError
+    from es_rag.evaluation import apply_bm25_protocol
+
+    base = Settings(rerank_k=10)
+    multi = apply_bm25_protocol(base, "beir-multifield")
+    assert (multi.analyzer.value, multi.bm25_fields, multi.bm25_tie_breaker) == ("english", ("title", "text"), 1.0)
+    assert (multi.bm25_k1, multi.bm25_b, multi.rerank_k) == (0.9, 0.4, 10)
+    es = apply_bm25_protocol(base, "beir-es")
+    assert (es.bm25_tie_breaker, es.bm25_k1, es.bm25_b) == (0.5, 1.2, 0.75)
+    assert apply_bm25_protocol(base, "settings") is base
+    with pytest.raises(ConfigError, match="beir-multifield, beir-es, settings"):
+        apply_bm25_protocol(base, "okapi")
+
+
+def test_default_ablations_are_relative_to_the_base() -> None:
+    from es_rag.evaluation import ablations_for, apply_bm25_protocol
+
+    multi = ablations_for(apply_bm25_protocol(Settings(), "beir-multifield"))
+    assert "analyzer=standard" in multi and "bm25 protocol beir-es" in multi
+    assert "bm25 protocol beir-multifield" not in multi
+    product = ablations_for(Settings())
+    assert "analyzer=english" in product
+    assert {"bm25 protocol beir-es", "bm25 protocol beir-multifield", "no reranker"} <= set(product)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ("english", ("title", "text"), 1.0, 0.9, 0.4)),
+        (["--bm25-protocol", "beir-es"], ("english", ("title", "text"), 0.5, 1.2, 0.75)),
+        (["--bm25-protocol", "settings"], ("standard", ("title^2", "heading_path^1.5", "text"), 0.0, 1.2, 0.75)),
+        (["--tie-breaker", "0.3", "--analyzer", "standard"], ("standard", ("title", "text"), 0.3, 0.9, 0.4)),
+        (
+            ["--bm25-protocol", "beir-es", "--bm25-k1", "2.0", "--bm25-fields", "text"],
+            ("english", ("text",), 0.5, 2.0, 0.75),
+        ),
+    ],
+)
+def test_cli_bm25_protocol_fills_only_the_options_not_given(argv: list[str], expected: tuple) -> None:  # type: ignore[type-arg]
+    from es_rag.cli import _bm25_overrides, build_parser, settings_from_args
+
+    for command in (["eval", "--dataset", "x"], ["train-reranker", "--dataset", "x", "--out", "y"]):
+        args = build_parser().parse_args([*command, *argv])
+        bm25 = _bm25_overrides(args)
+        s = settings_from_args(args, **bm25)
+        assert (s.analyzer.value, s.bm25_fields, s.bm25_tie_breaker, s.bm25_k1, s.bm25_b) == expected

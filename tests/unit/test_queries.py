@@ -74,8 +74,9 @@ def test_msearch_has_one_search_per_channel() -> None:
 
 @pytest.mark.parametrize("query", ["reset password", "what is E1042 in sync_engine.start()"])
 @pytest.mark.parametrize("vsp", [True, False])
-def test_stored_template_renders_to_the_native_body(query: str, vsp: bool) -> None:
-    s = Settings(vector_dims=4)
+@pytest.mark.parametrize("tie_breaker", [0.0, 0.5])
+def test_stored_template_renders_to_the_native_body(query: str, vsp: bool, tie_breaker: float) -> None:
+    s = Settings(vector_dims=4, bm25_tie_breaker=tie_breaker)
     params = search_template_params(query, VEC, FLT, s, vectors_in_source_param=vsp)
     rendered = render_search_template(search_template_source(), params)
     assert rendered == native_rrf_body(query, VEC, FLT, s, vectors_in_source_param=vsp)

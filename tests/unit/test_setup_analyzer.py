@@ -243,3 +243,16 @@ def test_cli_other_commands_resolve_auto_without_a_cluster(tmp_path: Path) -> No
     args = build_parser().parse_args(["search", "q", "--tenant", "t", "--analyzer", "auto"])
     assert settings_from_args(args).analyzer is Analyzer.STANDARD
     assert settings_from_args(args, keep_auto_analyzer=True).analyzer is Analyzer.AUTO
+
+
+def test_bm25_k1_and_b_become_the_index_default_similarity() -> None:
+    body = render_asset("index_templates", "component-chunk-settings", Settings(bm25_k1=0.9, bm25_b=0.4))
+    assert body["template"]["settings"]["index"]["similarity"] == {"default": {"type": "BM25", "k1": 0.9, "b": 0.4}}
+
+
+def test_cli_setup_passes_bm25_k1_and_b(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["setup", "--dry-run", "--format", "json", "--no-create-indices", "--bm25-k1", "0.9", "--bm25-b", "0.4"]
+    assert main(argv) == 0
+    reqs = {r["path"]: r["body"] for r in json.loads(capsys.readouterr().out)}
+    similarity = reqs["_component_template/es-rag-chunk-settings"]["template"]["settings"]["index"]["similarity"]
+    assert similarity["default"] == {"type": "BM25", "k1": 0.9, "b": 0.4}

@@ -8,9 +8,18 @@ from pathlib import Path
 import pytest
 
 from es_rag.config import Settings
-from es_rag.errors import InputError
+from es_rag.errors import ConfigError, InputError
 from es_rag.evaluation import EVAL_TENANT, build_index, load_beir
-from es_rag.training import TRAINING_META, TrainingConfig, mine_pairs, train_reranker
+from es_rag.models import Hit
+from es_rag.training import (
+    TRAINING_META,
+    TrainingConfig,
+    TrainingPair,
+    listwise_groups,
+    mine_pairs,
+    train_cross_encoder,
+    train_reranker,
+)
 from tests.unit.test_evaluation import write_beir
 
 
@@ -77,3 +86,49 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
 def test_test_split_is_refused(beir: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="evaluation only"):
         train_reranker(beir, tmp_path / "m", split="test")
+
+
+def _pair(q: str, d: str, label: float) -> TrainingPair:
+    return TrainingPair(q, d, f"query {q}", f"passage {d}", label, "qrels" if label > 0 else "bm25@1")
+
+
+def test_listwise_groups_put_each_positive_first_with_only_its_querys_negatives() -> None:
+    pairs = [
+        _pair("q1", "p1", 1.0), _pair("q1", "p2", 0.5), _pair("q1", "n1", 0.0), _pair("q1", "n2", 0.0),
+        _pair("q2", "p3", 1.0), _pair("q2", "n3", 0.0),
+        _pair("q3", "p4", 1.0),  # no negative: no group
+    ]  # fmt: skip
+    groups = [[p.doc_id for p in g] for g in listwise_groups(pairs)]
+    assert groups == [["p1", "n1", "n2"], ["p2", "n1", "n2"], ["p3", "n3"]]
+
+
+def test_unknown_loss_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="listwise, pointwise"):
+        TrainingConfig(base_model="x", loss="hinge")
+
+
+@pytest.mark.parametrize("loss", ["listwise", "pointwise"])
+def test_both_losses_learn_to_put_the_positive_first(loss: str, tiny_cross_encoder: Path, tmp_path: Path) -> None:
+    """A learnable toy for a 1-layer random model: positives carry one phrase, hard negatives another."""
+    from es_rag.rerank import CrossEncoderReranker
+
+    queries = ["remote wipe", "upload error", "cpu usage", "trash policy", "tenant isolation", "sync laptop"]
+    pairs = []
+    for i, q in enumerate(queries):
+        pairs.append(TrainingPair(f"q{i}", f"p{i}", q, f"{q} checksum mismatch resume", 1.0, "qrels"))
+        for j in range(3):
+            pairs.append(TrainingPair(f"q{i}", f"n{i}{j}", q, f"{q} quick brown fox {j}", 0.0, "bm25@1"))
+    config = TrainingConfig(
+        base_model=str(tiny_cross_encoder), max_steps=60, epochs=40, batch_size=8, max_length=32,
+        learning_rate=3e-3, loss=loss,
+    )  # fmt: skip
+    steps, losses, _ = train_cross_encoder(pairs, config, tmp_path / loss)
+    assert steps == 60
+    assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
+    rr = CrossEncoderReranker(str(tmp_path / loss))
+    for q in queries:
+        hits = [
+            Hit(chunk_id=cid, source_id=cid, text=text, tenant_id="t", title="")
+            for cid, text in (("neg", f"{q} quick brown fox 1"), ("pos", f"{q} checksum mismatch resume"))
+        ]
+        assert rr.rerank(q, hits)[0].chunk_id == "pos"
