@@ -93,9 +93,11 @@ def _ladder_plot(ladder: dict[str, Any], out: Path) -> list[str]:
         points = [(r["step"], r["metrics"][key]) for r in rows if r["metrics"].get(key) is not None]
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+            for x, y in points:
+                ax.annotate(f"{y:.3f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     ax.set_xticks([r["step"] for r in rows])
     ax.set_xlabel("ladder step (1-4 dense on chunk units, 5 union, 6 fused, 7 reranked)")
-    ax.set_ylim(0, 1)
+    ax.margins(y=0.15)  # the steps differ by hundredths: a 0-1 axis would flatten them
     ax.grid(alpha=0.3)
     ax.set_title(f"Ladder ablation ({Path(ladder['dataset']).name} {ladder['split']})")
     ax.legend()
@@ -202,7 +204,8 @@ def markdown(
             "",
             format_ladder(ladder["table"]),
         ]
-        lines += [f"- note: {n}" for n in ladder["notes"]]
+        if ladder["notes"]:
+            lines += ["", *[f"- note: {n}" for n in ladder["notes"]]]
     lines += ["", "## Paths", ""]
     lines += [f"- **{k}**: {v}" for k, v in result["paths"].items()]
     if plots:
