@@ -472,13 +472,9 @@ def documents_from_chunks(ids: Sequence[str], source_of: Mapping[str, str]) -> l
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
     if not values:
-        return {"mean": 0.0, "p95": 0.0, "max": 0.0}
+        return {"mean": 0.0, "p95": 0.0}
     arr = np.asarray(values, dtype=np.float64)
-    return {
-        "mean": round(float(arr.mean()), 2),
-        "p95": round(float(np.percentile(arr, 95)), 2),
-        "max": round(float(arr.max()), 2),
-    }
+    return {"mean": round(float(arr.mean()), 2), "p95": round(float(np.percentile(arr, 95)), 2)}
 
 
 def build_chunk_index(
@@ -579,7 +575,7 @@ def build_chunk_index(
             "mean": round(len(chunks) / len(corpus), 3) if corpus else 0.0,
             "max": max(per_doc.values(), default=0),
         },
-        "tokens_per_chunk": {k: v for k, v in _stats(chunk_tokens).items() if k != "max"},
+        "tokens_per_chunk": _stats(chunk_tokens),
         "indexed_token_ratio": round(sum(chunk_tokens) / doc_tokens, 4) if doc_tokens else None,
         "index": {"chunks": len(chunks), "vector_bytes": int(matrix.nbytes)},
         "embed_seconds": round(embed_s, 2),
@@ -890,14 +886,7 @@ def ablations_for(base: Settings) -> dict[str, dict[str, Any]]:
     other = "standard" if base.analyzer.value == "english" else "english"
     out: dict[str, dict[str, Any]] = {f"analyzer={other}": {"analyzer": other}}
     for name, values in BM25_PROTOCOLS.items():
-        if (
-            any(
-                getattr(base, k) != (tuple(v) if isinstance(v, tuple) else v)
-                for k, v in values.items()
-                if k != "analyzer"
-            )
-            or base.analyzer.value != values["analyzer"]
-        ):
+        if apply_bm25_protocol(base, name) != base:
             out[f"bm25 protocol {name}"] = dict(values)
     out.update(ABLATIONS)
     return out
