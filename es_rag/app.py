@@ -108,6 +108,7 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
         tie_breaker=settings.bm25_tie_breaker,
         bm25_k1=settings.bm25_k1,
         bm25_b=settings.bm25_b,
+        similarity=settings.similarity,
     )
 
 

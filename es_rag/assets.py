@@ -1,8 +1,9 @@
 """Elasticsearch assets (index templates, ingest pipelines, the stored search template) rendered from
 the files that ship with the package, and the idempotent setup requests that install them.
 
-The file name is the asset's id: ``index_templates/component-chunk-mappings.json.j2`` installs as
-component template ``<prefix>-chunk-mappings``, ``search_templates/hybrid.mustache`` as stored script
+The file name is the asset's id: ``index_templates/component-chunks.json.j2`` installs as
+component template ``<prefix>-chunks`` (used by the index template ``<prefix>-chunks`` of
+``index-chunks.json.j2``), ``search_templates/hybrid.mustache`` as stored script
 ``<prefix>-hybrid``. Every JSON asset carries ``_meta.version``; the stored script, which has no
 ``_meta``, carries the same number in a leading mustache comment (``{{! es_rag asset_version N }}``).
 
@@ -27,7 +28,7 @@ from es_rag.errors import ConfigError, EsRagError
 from es_rag.queries import search_template_id
 from es_rag.requests import EsRequest
 
-ASSET_VERSION = 5
+ASSET_VERSION = 6
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 CHUNK_PIPELINE_ASSET = {
@@ -151,6 +152,7 @@ def _context(settings: Settings) -> dict[str, Any]:
         "index_prefix": settings.index_prefix,
         "vector_dims": settings.vector_dims,
         "similarity": settings.similarity.value,
+        "vector_index_options": settings.vector_index_options(),
         "analyzer": settings.analyzer.value,
         "bm25_k1": float(settings.bm25_k1),
         "bm25_b": float(settings.bm25_b),
@@ -198,19 +200,10 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         ),
         EsRequest("PUT", f"_ingest/pipeline/{p}-parents", render_asset("ingest_pipelines", "parents", settings)),
         EsRequest(
-            "PUT",
-            f"_component_template/{p}-chunk-settings",
-            render_asset("index_templates", "component-chunk-settings", settings),
+            "PUT", f"_component_template/{p}-chunks", render_asset("index_templates", "component-chunks", settings)
         ),
         EsRequest(
-            "PUT",
-            f"_component_template/{p}-chunk-mappings",
-            render_asset("index_templates", "component-chunk-mappings", settings),
-        ),
-        EsRequest(
-            "PUT",
-            f"_component_template/{p}-parent-mappings",
-            render_asset("index_templates", "component-parent-mappings", settings),
+            "PUT", f"_component_template/{p}-parents", render_asset("index_templates", "component-parents", settings)
         ),
         EsRequest("PUT", f"_index_template/{p}-chunks", render_asset("index_templates", "index-chunks", settings)),
         EsRequest("PUT", f"_index_template/{p}-parents", render_asset("index_templates", "index-parents", settings)),
@@ -233,9 +226,8 @@ def setup_paths(settings: Settings) -> list[str]:
     return [
         f"_ingest/pipeline/{settings.pipeline_id}",
         f"_ingest/pipeline/{p}-parents",
-        f"_component_template/{p}-chunk-settings",
-        f"_component_template/{p}-chunk-mappings",
-        f"_component_template/{p}-parent-mappings",
+        f"_component_template/{p}-chunks",
+        f"_component_template/{p}-parents",
         f"_index_template/{p}-chunks",
         f"_index_template/{p}-parents",
         f"_index_template/{p}-versions",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from es_rag import __version__
-from es_rag.config import Analyzer, FusionMode, Settings, Similarity, VectorMode
+from es_rag.config import VECTOR_INDEX_TYPES, Analyzer, FusionMode, Settings, Similarity, VectorMode
 from es_rag.errors import ClusterError, ConfigError, EsRagError
 
 DEFAULT_INDEX_DIR = ".es_rag/index"
@@ -31,7 +31,27 @@ def _add_settings_args(p: argparse.ArgumentParser) -> None:
         "--embedding-model", default=d.embedding_model, help="sentence-transformers model or dir (%(default)s)"
     )
     g.add_argument("--vector-dims", type=int, default=d.vector_dims, help="embedding dimension (%(default)s)")
-    g.add_argument("--similarity", choices=[s.value for s in Similarity], default=d.similarity.value)
+    g.add_argument(
+        "--similarity",
+        choices=[s.value for s in Similarity],
+        default=d.similarity.value,
+        help="dense_vector similarity; also how the embedded backend scores kNN (%(default)s)",
+    )
+    g.add_argument(
+        "--vector-index-type",
+        choices=list(VECTOR_INDEX_TYPES),
+        default=d.vector_index_type,
+        help="dense_vector index_options.type, always written explicitly (Elasticsearch 9.1+ would otherwise pick "
+        "bbq_hnsw at >= 384 dims): hnsw = float32, scores as the embedded backend; int8/int4/bbq = quantized "
+        "(%(default)s)",
+    )
+    g.add_argument(
+        "--vector-rescore-oversample",
+        type=_off_or(float),
+        default=d.vector_rescore_oversample,
+        metavar="X|off",
+        help="rescore_vector.oversample of a quantized type (0 or 1..10); default: 3.0 for bbq_*, none for int8/int4",
+    )
     g.add_argument(
         "--analyzer",
         choices=[a.value for a in Analyzer],
@@ -652,6 +672,8 @@ def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = F
         embedding_model=args.embedding_model,
         vector_dims=args.vector_dims,
         similarity=args.similarity,
+        vector_index_type=args.vector_index_type,
+        vector_rescore_oversample=args.vector_rescore_oversample,
         analyzer=args.analyzer,
         bm25_k1=args.bm25_k1,
         bm25_b=args.bm25_b,

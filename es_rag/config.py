@@ -69,6 +69,15 @@ class Similarity(str, Enum):
     MAX_INNER_PRODUCT = "max_inner_product"
 
 
+VECTOR_INDEX_TYPES = ("hnsw", "int8_hnsw", "int4_hnsw", "bbq_hnsw", "flat", "int8_flat", "int4_flat", "bbq_flat")
+"""``dense_vector`` ``index_options.type`` values es_rag renders (``DenseVectorFieldMapper.VectorIndexType``)."""
+QUANTIZED_VECTOR_TYPES = ("int8_hnsw", "int4_hnsw", "bbq_hnsw", "int8_flat", "int4_flat", "bbq_flat")
+"""The quantized types: the only ones that take ``rescore_vector``."""
+BBQ_DEFAULT_OVERSAMPLE = 3.0
+"""Elasticsearch's own ``rescore_vector.oversample`` for ``bbq_*`` from 9.1
+(``DenseVectorFieldMapper.DEFAULT_OVERSAMPLE``); es_rag writes it explicitly so 9.0 and 8.18 rescore the same way."""
+
+
 class Analyzer(str, Enum):
     """Analyzer for text fields. ``kuromoji`` needs the analysis-kuromoji plugin.
 
@@ -115,6 +124,15 @@ class Settings:
         embedding_model: sentence-transformers model name or local path.
         vector_dims: Dimension of the embedding vectors.
         similarity: dense_vector similarity.
+        vector_index_type: dense_vector ``index_options.type`` (:data:`VECTOR_INDEX_TYPES`). Always written
+            explicitly: without it Elasticsearch 9.1+ picks ``bbq_hnsw`` (1-bit) at 384 dims and more and
+            ``int8_hnsw`` below, so recall and scores would depend on the cluster version. ``hnsw`` (float32,
+            the default) scores exactly as the embedded backend and ``explain`` show; the quantized types trade
+            memory for recall (``docs/retrieval.md``).
+        vector_rescore_oversample: ``index_options.rescore_vector.oversample`` of a quantized type (0 or 1..10):
+            kNN gathers ``k * oversample`` candidates on the quantized vectors and rescores them with the float
+            ones. None: 3.0 for ``bbq_*`` (Elasticsearch's own default from 9.1, written explicitly), no
+            rescoring for ``int8_*``/``int4_*``; refused for ``hnsw``/``flat``.
         analyzer: Analyzer of text fields; ``auto`` is resolved against the cluster at setup
             (:func:`es_rag.assets.resolve_analyzer`).
         bm25_fields: Fields (``name^boost``) of the BM25 ``multi_match``; the embedded backend mirrors them.
@@ -192,6 +210,8 @@ class Settings:
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     vector_dims: int = 384
     similarity: Similarity = Similarity.COSINE
+    vector_index_type: str = "hnsw"
+    vector_rescore_oversample: float | None = None
     analyzer: Analyzer = Analyzer.STANDARD
     bm25_fields: tuple[str, ...] = ("title^2", "heading_path^1.5", "text")
     bm25_tie_breaker: float = 0.0
@@ -270,6 +290,7 @@ class Settings:
                 raise ConfigError(f"{name}: must be a positive integer, got {value!r}")
         if self.vector_dims > 4096:
             raise ConfigError(f"vector_dims: Elasticsearch dense_vector allows at most 4096, got {self.vector_dims}")
+        self._validate_index_options()
         if self.num_candidates < self.candidate_k:
             raise ConfigError(
                 f"num_candidates ({self.num_candidates}) must be >= candidate_k ({self.candidate_k}): "
@@ -319,6 +340,37 @@ class Settings:
         self._validate_post_retrieval()
         if self.request_timeout <= 0:
             raise ConfigError(f"request_timeout: must be > 0, got {self.request_timeout}")
+
+    def _validate_index_options(self) -> None:
+        """The ``dense_vector`` ``index_options`` rules of ``DenseVectorFieldMapper`` (refused at setup otherwise)."""
+        kind = self.vector_index_type
+        if kind not in VECTOR_INDEX_TYPES:
+            raise ConfigError(
+                f"vector_index_type: invalid value {kind!r}; valid values: {', '.join(VECTOR_INDEX_TYPES)}"
+            )
+        if kind.startswith("int4") and self.vector_dims % 2:
+            raise ConfigError(f"vector_index_type {kind}: needs an even vector_dims, got {self.vector_dims}")
+        if kind.startswith("bbq") and self.vector_dims < 64:
+            raise ConfigError(f"vector_index_type {kind}: needs vector_dims >= 64, got {self.vector_dims}")
+        over = self.vector_rescore_oversample
+        if over is not None:
+            if kind not in QUANTIZED_VECTOR_TYPES:
+                raise ConfigError(
+                    "vector_rescore_oversample: only quantized index types rescore "
+                    f"({', '.join(QUANTIZED_VECTOR_TYPES)}); {kind} keeps float vectors"
+                )
+            if not (over == 0 or 1.0 <= over <= 10.0):
+                raise ConfigError(f"vector_rescore_oversample: must be 0 or within [1, 10], got {over}")
+
+    def vector_index_options(self) -> dict[str, Any]:
+        """The ``index_options`` object of the ``vector`` mapping."""
+        opts: dict[str, Any] = {"type": self.vector_index_type}
+        over = self.vector_rescore_oversample
+        if over is None and self.vector_index_type.startswith("bbq"):
+            over = BBQ_DEFAULT_OVERSAMPLE
+        if over is not None:
+            opts["rescore_vector"] = {"oversample": float(over)}
+        return opts
 
     def _validate_vectors(self) -> None:
         """Checks of ``vector_mode``, ``inference_id`` and the ``semantic_text`` chunking settings."""

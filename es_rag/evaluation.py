@@ -281,6 +281,7 @@ def build_index(
         tie_breaker=settings.bm25_tie_breaker,
         bm25_k1=settings.bm25_k1,
         bm25_b=settings.bm25_b,
+        similarity=settings.similarity,
     )
     chunks = [
         Chunk(

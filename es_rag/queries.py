@@ -106,7 +106,7 @@ def identifier_tokens(text: str) -> list[str]:
     """The ``es_rag_identifier`` analyzer in Python: split on non-word characters, lowercase.
 
     Mirrors the ``pattern`` tokenizer ``[^\\p{L}\\p{N}_]+`` followed by ``lowercase`` (see
-    ``index_templates/component-chunk-settings.json.j2``); the embedded backend's exact channel uses it.
+    ``index_templates/_index_settings.j2``); the embedded backend's exact channel uses it.
 
     Args:
         text: Field text or an identifier.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,13 +36,26 @@ def validate_chunk_source(doc: dict[str, Any], *, document: str) -> None:
             raise InputError(document, name, "missing required field")
 
 
-def content_hash(text: str) -> str:
-    """SHA-256 of the chunk text (hex); used by the embedded backend for dedup.
+CONTENT_HASH_METHOD = "SHA-256"
+"""The ``method`` of the chunk pipeline's ``fingerprint`` processor (``ingest_pipelines/_lineage.j2``)."""
+
+
+def content_hash(text: str, *, method: str = CONTENT_HASH_METHOD) -> str:
+    """``content_hash`` exactly as the ingest pipeline's ``fingerprint`` processor writes it for
+    ``{"fields": ["text"], "method": "SHA-256"}``, so every backend stores the same value.
+
+    ``FingerprintProcessor`` (modules/ingest-common) hashes the field *values* only, each as a ``0x00`` delimiter
+    followed by its UTF-8 bytes, with no salt unless one is configured, and writes the standard padded Base64 of
+    the digest (not hex). For one string field that is ``base64(sha256(b"\\x00" + text.encode("utf-8")))``.
 
     Args:
         text: The chunk text.
+        method: ``SHA-256`` (the pipeline's), or ``SHA-1``/``MD5``/``SHA-512`` (other fingerprint methods, to
+            check the layout against Elasticsearch's own test vectors).
     """
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    algorithm = {"MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256", "SHA-512": "sha512"}[method]
+    digest = hashlib.new(algorithm, b"\x00" + text.encode("utf-8")).digest()
+    return base64.b64encode(digest).decode("ascii")
 
 
 @dataclass

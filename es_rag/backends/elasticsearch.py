@@ -784,7 +784,7 @@ def _component_body(got: Any) -> dict[str, Any]:
 
 
 def _analyzer_definitions(settings_body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``index.analysis.analyzer`` of an installed settings component, nested or flat (``index.analysis...``)."""
+    """``index.analysis.analyzer`` of an installed component's ``template``, nested or flat (``index.analysis...``)."""
     raw = settings_body.get("settings") or {}
     nested = ((raw.get("index") or {}).get("analysis") or {}).get("analyzer") or (raw.get("analysis") or {}).get(
         "analyzer"
@@ -809,8 +809,9 @@ def _describe_analyzer(name: str, definitions: dict[str, dict[str, Any]]) -> str
 
 
 def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> dict[str, dict[str, str]]:
-    """Text field -> analyzer of the installed chunk and parent mappings components, resolving es_rag's
-    custom analyzers (``es_rag_text``) through the installed ``<prefix>-chunk-settings`` component.
+    """Text field -> analyzer of the installed chunk and parent components, resolving es_rag's custom
+    analyzers (``es_rag_text``) through the ``index.analysis`` settings of the same component (each
+    component defines the analyzers its mappings name: it is validated alone when PUT).
 
     ``{"chunks": {"text": "kuromoji (es_rag_text)", "text.ident": "es_rag_identifier (custom, ...)", ...},
     "parents": {...}}``; a component that is not installed is left out.
@@ -821,10 +822,10 @@ def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> d
         settings: Gives the component names.
     """
     p = settings.index_prefix
-    definitions = _analyzer_definitions(_component_body(installed.get(f"_component_template/{p}-chunk-settings")))
     out: dict[str, dict[str, str]] = {}
-    for label, component in (("chunks", "chunk-mappings"), ("parents", "parent-mappings")):
-        body = _component_body(installed.get(f"_component_template/{p}-{component}"))
+    for label in ("chunks", "parents"):
+        body = _component_body(installed.get(f"_component_template/{p}-{label}"))
+        definitions = _analyzer_definitions(body)
         props = (body.get("mappings") or {}).get("properties")
         if not isinstance(props, dict):
             continue

@@ -26,7 +26,7 @@ import numpy as np
 from es_rag.analysis import analyze as analyze  # re-export: es_rag.backends.embedded.analyze
 from es_rag.analysis import get_analyzer
 from es_rag.backends.base import IndexReport, Retrieval, content_hash, validate_chunk_source
-from es_rag.config import Analyzer, Settings
+from es_rag.config import Analyzer, Settings, Similarity
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk, Hit
@@ -56,6 +56,9 @@ class EmbeddedBackend:
             :mod:`es_rag.analysis`) used for every field and the query; None = :func:`~es_rag.analysis.analyze`.
         bm25_fields: ``multi_match`` fields with boosts (default: ``es_rag.queries.BM25_FIELDS``).
         tie_breaker: ``best_fields`` tie_breaker: best boosted field score + this x the other fields' scores.
+        similarity: The ``dense_vector`` similarity: kNN scores (and the vectors it accepts) follow it as
+            Elasticsearch computes them (:func:`knn_scores`). None: the stored index's, else cosine; a stored
+            index keeps the similarity it was built with (another one is refused, as a mapping change would be).
     """
 
     name = "embedded"
@@ -70,7 +73,10 @@ class EmbeddedBackend:
         analyzer: Analyzer | str | None = None,
         bm25_fields: Sequence[str] | None = None,
         tie_breaker: float = 0.0,
+        similarity: Similarity | str | None = None,
     ) -> None:
+        self.similarity = Similarity(similarity) if similarity is not None else Similarity.COSINE
+        self._similarity_given = similarity is not None
         self.directory = Path(directory) if directory is not None else None
         self.dims = dims
         self.k1 = bm25_k1
@@ -102,6 +108,13 @@ class EmbeddedBackend:
         if self.dims is not None and stored_dims is not None and stored_dims != self.dims:
             raise ConfigError(f"{self.directory}: index holds {stored_dims}-dim vectors, settings say {self.dims}")
         self.dims = stored_dims
+        stored_similarity = Similarity(meta.get("similarity", Similarity.COSINE.value))
+        if self._similarity_given and stored_similarity is not self.similarity:
+            raise ConfigError(
+                f"{self.directory}: index was built with similarity {stored_similarity.value}, settings say "
+                f"{self.similarity.value} (a new index is needed, as on Elasticsearch)"
+            )
+        self.similarity = stored_similarity
         with open(self.directory / "chunks.jsonl", encoding="utf-8") as fh:
             children = [json.loads(line) for line in fh if line.strip()]
         matrix = np.load(self.directory / "vectors.npy") if children else np.zeros((0, 0), np.float32)
@@ -141,7 +154,13 @@ class EmbeddedBackend:
         tmp = self.directory / "versions.json.tmp"
         tmp.write_text(json.dumps(self.versions, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(self.directory / "versions.json")
-        meta = {"format": FORMAT_VERSION, "dims": self.dims, "chunks": len(ids), "parents": len(self._parents)}
+        meta = {
+            "format": FORMAT_VERSION,
+            "dims": self.dims,
+            "similarity": self.similarity.value,
+            "chunks": len(ids),
+            "parents": len(self._parents),
+        }
         (self.directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     # -- writes --------------------------------------------------------------------------------
@@ -175,6 +194,9 @@ class EmbeddedBackend:
                     raise InputError(name, "vector", f"has {vec.shape[0]} dims, the index holds {self.dims}")
                 if not np.all(np.isfinite(vec)):
                     raise InputError(name, "vector", "contains NaN or infinity")
+                refused = vector_refusal(vec, self.similarity)
+                if refused:
+                    raise InputError(name, "vector", refused)
             except InputError as err:
                 report.failed.append(err.as_dict())
                 continue
@@ -341,7 +363,7 @@ class EmbeddedBackend:
         return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in order[:k] if best[i] > 0]
 
     def knn(self, query_vector: np.ndarray, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
-        """Exact filtered kNN; scores as Elasticsearch's cosine similarity: (1 + cos) / 2.
+        """Exact filtered kNN, scored as Elasticsearch scores the configured similarity (:func:`knn_scores`).
 
         Args:
             query_vector: Query embedding.
@@ -356,10 +378,7 @@ class EmbeddedBackend:
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self._matrix.shape[1]:
             raise ConfigError(f"query vector has {q.shape[0]} dims, the index holds {self._matrix.shape[1]}")
-        norms = np.linalg.norm(self._matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-        norms[norms == 0] = 1.0
-        sims = (self._matrix @ q) / norms
-        scores = (1.0 + sims.astype(np.float64)) / 2.0
+        scores = knn_scores(self._matrix, q, self.similarity)
         candidates = np.flatnonzero(mask)
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
         return [self._hit(int(i)).replace(dense_score=float(scores[i])) for i in order[:k]]
@@ -484,6 +503,49 @@ class EmbeddedBackend:
             after = [d for d in same if int(d["start_offset"]) > a.start_offset][:window]
             out[a.chunk_id] = [Hit.from_source(d) for d in before + after]
         return out
+
+
+def knn_scores(matrix: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The kNN ``_score`` of every row for ``query``, as ``DenseVectorFieldMapper.VectorSimilarity`` and Lucene's
+    ``VectorSimilarityFunction`` compute it for float vectors: cosine ``(1 + cos) / 2``, dot_product
+    ``max(0, (1 + dot) / 2)``, l2_norm ``1 / (1 + d^2)``, max_inner_product ``dot < 0 ? 1 / (1 - dot) : dot + 1``.
+
+    Args:
+        matrix: Stored vectors, one per row.
+        query: Query vector.
+        similarity: The mapping's similarity.
+    """
+    m = matrix.astype(np.float64)
+    q = query.astype(np.float64)
+    dots = m @ q
+    scores: np.ndarray
+    if similarity is Similarity.COSINE:
+        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
+        norms[norms == 0] = 1.0
+        scores = (1.0 + dots / norms) / 2.0
+    elif similarity is Similarity.DOT_PRODUCT:
+        scores = np.maximum(0.0, (1.0 + dots) / 2.0)
+    elif similarity is Similarity.L2_NORM:
+        scores = 1.0 / (1.0 + np.sum((m - q) ** 2, axis=1))
+    else:
+        scores = np.where(dots < 0, 1.0 / (1.0 - np.minimum(dots, 0.0)), dots + 1.0)
+    return scores
+
+
+def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
+    """Why Elasticsearch refuses to index ``vector`` under ``similarity`` (``DenseVectorFieldMapper``'s index-time
+    checks), or None: cosine refuses a zero vector, dot_product a vector whose squared length is not 1 (within 1e-3).
+
+    Args:
+        vector: The document vector.
+        similarity: The mapping's similarity.
+    """
+    sq = float(np.dot(vector.astype(np.float64), vector.astype(np.float64)))
+    if similarity is Similarity.COSINE and sq == 0.0:
+        return "The [cosine] similarity does not support vectors with zero magnitude."
+    if similarity is Similarity.DOT_PRODUCT and abs(sq - 1.0) >= 1e-3:
+        return "The [dot_product] similarity can only be used with unit-length vectors (use cosine, or normalise)."
+    return None
 
 
 def _phrase_freq(tokens: Sequence[str], phrase: Sequence[str]) -> int:

@@ -112,8 +112,8 @@ def test_a_bulk_run_reports_every_bad_document_and_indexes_every_good_one(
         stored = {d["source_id"] for d in backend._children.values()}
         n_children = len(backend._children)
     else:
-        stored = {d["source_id"] for d in cluster.indices[backend.settings.chunk_index].values()}
-        n_children = len(cluster.indices[backend.settings.chunk_index])
+        stored = {d["source_id"] for d in cluster.docs(backend.settings.chunk_index).values()}
+        n_children = len(cluster.docs(backend.settings.chunk_index))
     assert stored == good
     assert n_children == report.chunks and report.indexed == report.chunks + report.parents
     assert {s["source_id"] for s in report.switched} == good  # every good source is served

@@ -35,8 +35,8 @@ def _make(kind: str) -> tuple[Any, Any]:
         )
     backend, _, cluster = cluster_backend(S)
     return backend, lambda: (
-        {k: _strip(v) for k, v in cluster.indices[S.chunk_index].items()},
-        {k: _strip(v) for k, v in cluster.indices[S.parent_index].items()},
+        {k: _strip(v) for k, v in cluster.docs(S.chunk_index).items()},
+        {k: _strip(v) for k, v in cluster.docs(S.parent_index).items()},
     )
 
 

@@ -32,7 +32,9 @@ from es_rag.config import Settings
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.pipeline import RagPipeline
-from tests.fakes import bulk_actions, rrf_license_error
+from es_rag.requests import EsRequest
+from tests.double.cluster import StrictCluster
+from tests.fakes import bulk_actions
 from tests.reliability.corpus import (
     DIMS,
     TENANTS,
@@ -48,7 +50,7 @@ from tests.reliability.corpus import (
     random_query,
     visible,
 )
-from tests.reliability.es_cluster import FakeCluster, SearchPhaseError, cluster_backend
+from tests.reliability.es_cluster import cluster_backend
 
 MIN_QUERIES = 1000
 EXAMPLES = 26
@@ -168,14 +170,14 @@ def test_embedded_pipeline_never_leaks_on_any_path() -> None:
     assert checked["hits"] > 10 * MIN_QUERIES, dict(checked)
 
 
-def _load_cluster(corpus: Corpus, s: Settings, license_type: str) -> tuple[Any, Any, FakeCluster]:
+def _load_cluster(corpus: Corpus, s: Settings, license_type: str) -> tuple[Any, Any, StrictCluster]:
     backend, node, cluster = cluster_backend(s, license_type=license_type)
     report = backend.index(corpus.children, corpus.parents)
     assert report.failed == [] and report.indexed == len(corpus.docs())
-    registry = cluster.indices[f"{s.index_prefix}-versions"]
+    cluster.refresh_all()
     for tenant, keys in corpus.hidden.items():
-        registry[tenant] = {"tenant_id": tenant, "active": {}, "hidden": sorted(keys)}
-        cluster.seq[(f"{s.index_prefix}-versions", tenant)] = (1, 1)
+        doc = {"tenant_id": tenant, "active": {}, "hidden": sorted(keys)}
+        backend.send(EsRequest("PUT", f"{s.index_prefix}-versions/_doc/{tenant}", doc))
     for tenant, source in corpus.deleted:
         out = delete_source(backend, tenant, source)
         assert out["remaining"] == {"chunks": 0, "parents": 0}
@@ -209,15 +211,8 @@ def test_elasticsearch_bodies_never_leak_on_any_path() -> None:
             s = _settings(**extra)
             backend, _node, cluster = _load_cluster(corpus, s, licence)
             if refuse_native:
-                original = cluster._search
-
-                def refusing(index: str, body: dict[str, Any], _orig: Any = original) -> dict[str, Any]:
-                    if "retriever" in body:
-                        checked["403-answered"] += 1
-                        raise SearchPhaseError(403, rrf_license_error())
-                    return dict(_orig(index, body))
-
-                cluster._search = refusing  # type: ignore[method-assign]
+                backend.probe()  # the probe saw a trial licence; the cluster now refuses rrf with its 403
+                cluster.license_type = "basic"
             pipe = RagPipeline(backend, embedder=embedder, settings=s, tokenizer=WordTokenizer())
             for i in range(n_queries):
                 if refuse_native:
@@ -233,6 +228,10 @@ def test_elasticsearch_bodies_never_leak_on_any_path() -> None:
                     counts["licence-403-fallback"] += 1
                 if licence == "basic":
                     counts["basic-client"] += 1
+            if refuse_native:  # native searches the double answered with the licence 403
+                checked["403-answered"] += sum(
+                    1 for r in _node.requests if r.path.endswith("/_search") and "retriever" in (r.body or {})
+                )
 
     run()
     print("elasticsearch isolation:", dict(counts), dict(checked))
@@ -297,7 +296,7 @@ def test_ingest_refuses_a_chunk_without_tenant(minilm_tokenizer, tmp_path: Path)
     item = resp["items"][0]["index"]
     assert resp["errors"] is True and item["status"] == 500
     assert "missing required field 'tenant_id'" in item["error"]["reason"]
-    assert "x" not in cluster.indices[backend.settings.chunk_index]
+    assert "x" not in cluster.docs(backend.settings.chunk_index)
 
     p = tmp_path / "docs.jsonl"
     rows = [{"id": "a", "text": "alpha text", "tenant_id": ""}, {"id": "b", "text": "beta text"}]

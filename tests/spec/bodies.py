@@ -70,6 +70,11 @@ SETUP_VARIANTS: dict[str, Settings] = {
     "prefix=acme-kb": Settings(index_prefix="acme-kb"),
     "dims=8": Settings(vector_dims=8),
     "dims=1024": Settings(vector_dims=1024),
+    # dense_vector index_options: always explicit (9.1+ would pick bbq_hnsw at >= 384 dims), rescore where it applies
+    "index=int8_hnsw": Settings(vector_index_type="int8_hnsw"),
+    "index=int8_hnsw+oversample=2": Settings(vector_index_type="int8_hnsw", vector_rescore_oversample=2.0),
+    "index=bbq_hnsw": Settings(vector_index_type="bbq_hnsw"),
+    "index=int4_flat": Settings(vector_index_type="int4_flat"),
     "prefix=acme-kb+inference=my-e5": Settings(index_prefix="acme-kb", inference_id="my-e5"),
     # vector_mode semantic_text: semantic_text mapping with field-level chunking_settings, chunks-semantic
     # pipeline. (strategy "none" is left out: Elasticsearch's NoneChunkingSettings accepts only `strategy`,

@@ -102,10 +102,11 @@ def test_case_inventory() -> None:
         "search_template",
         "lineage",
     }
-    # every setup variant contributes its seven assets, the version-registry template, the stored search
-    # template (PUT _scripts) and three index-creation PUTs (chunks, parents, versions)
+    # every setup variant contributes its six assets (two pipelines, two self-contained components, two index
+    # templates), the version-registry template, the stored search template (PUT _scripts) and three
+    # index-creation PUTs (chunks, parents, versions)
     for vname in SETUP_VARIANTS:
-        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 12, vname
+        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 11, vname
         scripts = [b for b in BODIES if b.case.name.startswith(f"setup[{vname}] script ")]
         assert [b.case.path for b in scripts] == [f"_scripts/{b.settings.index_prefix}-hybrid" for b in scripts]
         assert len(scripts) == 1, vname
@@ -131,7 +132,7 @@ MSEARCH_NO_EXCL = "search[default] client msearch vector filter=acl=support excl
 NEIGHBORS = "neighbors[anchors=full+bare] window=2 filter=acl=support,eng+metadata"
 SEM_NATIVE = "search[semantic_text] native plain filter=acl=support"
 SEM_MSEARCH = "search[semantic_text] client msearch plain filter=acl=support"
-SEM_MAPPING = "setup[semantic_text=e5+word] component_template component-chunk-mappings"
+SEM_MAPPING = "setup[semantic_text=e5+word] component_template component-chunks"
 MISSPELLINGS: list[tuple[str, list[str | int]]] = [
     (SEM_NATIVE, ["retriever", "rrf", "retrievers", 1, "standard", "query", "semantic", "field"]),
     (SEM_NATIVE, ["highlight", "fields", SEMANTIC_FIELD, "number_of_fragments"]),
@@ -148,18 +149,23 @@ MISSPELLINGS: list[tuple[str, list[str | int]]] = [
     ),
     ("setup[inference=my-e5] pipeline chunks-inference", ["processors", 9, "inference", "model_id"]),
     ("setup[inference=my-e5] pipeline chunks-inference", ["processors", 8, "set", "field"]),
-    (_D + "component_template component-chunk-settings", ["template", "settings"]),
+    (_D + "component_template component-chunks", ["template", "settings"]),
+    (_D + "component_template component-parents", ["template", "settings"]),
     (
-        _D + "component_template component-chunk-mappings",
+        _D + "component_template component-chunks",
         ["template", "mappings", "properties", "vector", "similarity"],
     ),
     (
-        _D + "component_template component-chunk-mappings",
+        _D + "component_template component-chunks",
+        ["template", "mappings", "properties", "vector", "index_options", "type"],
+    ),
+    (
+        _D + "component_template component-chunks",
         ["template", "mappings", "properties", "heading_path", "fields", "keyword", "ignore_above"],
     ),
-    (_D + "component_template component-chunk-mappings", ["template", "mappings", "dynamic"]),
+    (_D + "component_template component-chunks", ["template", "mappings", "dynamic"]),
     (
-        _D + "component_template component-parent-mappings",
+        _D + "component_template component-parents",
         ["template", "mappings", "properties", "text", "analyzer"],
     ),
     (_D + "index_template index-chunks", ["composed_of"]),
@@ -273,7 +279,7 @@ def test_misspelt_real_body_is_caught(mutant_run: TscResult, base: str, path: li
 
 
 def _chunk_mapping_cases() -> list[BodyCase]:
-    return [b for b in BODIES if b.asset == "component-chunk-mappings"]
+    return [b for b in BODIES if b.asset == "component-chunks"]
 
 
 @pytest.mark.parametrize("body_case", _chunk_mapping_cases(), ids=lambda b: b.case.name)
@@ -301,6 +307,7 @@ def test_chunk_mapping_maps_every_lineage_field(body_case: BodyCase) -> None:
             "dims": s.vector_dims,
             "index": True,
             "similarity": s.similarity.value,
+            "index_options": s.vector_index_options(),
         }
     assert body_case.case.body["template"]["mappings"]["dynamic"] == "strict"
 
@@ -317,17 +324,15 @@ def test_every_asset_has_meta_version(body_case: BodyCase) -> None:
 def test_asset_variants_render_their_settings() -> None:
     for b in BODIES:
         s, body = b.settings, b.case.body
-        if b.asset == "component-chunk-settings":
+        if b.asset in ("component-chunks", "component-parents"):
+            # each component defines the analyzers its own mappings name (validated alone when PUT)
             assert body["template"]["settings"]["index"]["analysis"]["analyzer"]["es_rag_text"] == {
                 "type": s.analyzer.value
             }
         elif b.asset == "index-chunks":
             assert body["template"]["settings"]["index"]["default_pipeline"] == s.pipeline_id
             assert body["index_patterns"] == [f"{s.index_prefix}-chunks*"]
-            assert body["composed_of"] == [
-                f"{s.index_prefix}-chunk-settings",
-                f"{s.index_prefix}-chunk-mappings",
-            ]
+            assert body["composed_of"] == [f"{s.index_prefix}-chunks"]
         elif b.asset == "chunks-inference":
             (inf,) = [p["inference"] for p in body["processors"] if "inference" in p]
             assert inf["model_id"] == s.inference_id
@@ -350,14 +355,12 @@ def test_asset_variants_render_their_settings() -> None:
                     "ignore_empty_value": True,
                 },
             ]
-            assert {
-                "remove": {
-                    "tag": "drop_embed_input",
-                    "description": body["processors"][-2]["remove"]["description"],
-                    "field": "_es_rag_embed_input",
-                    "ignore_missing": True,
-                }
-            } in body["processors"]
+            # InferenceProcessor writes model_id (and is_truncated) next to the output field: the root, which is
+            # dynamic: strict, so the pipeline maps is_truncated to embedding_truncated and drops model_id
+            removes = [p["remove"] for p in body["processors"] if "remove" in p]
+            assert [(r["field"], r["ignore_missing"]) for r in removes] == [(["_es_rag_embed_input", "model_id"], True)]
+            renames = [p["rename"] for p in body["processors"] if "rename" in p]
+            assert [(r["field"], r["target_field"]) for r in renames] == [("is_truncated", "embedding_truncated")]
             assert b.case.path == f"_ingest/pipeline/{s.index_prefix}-chunks-inference"
         elif b.asset == "chunks":
             assert not any("inference" in p for p in body["processors"])

@@ -88,7 +88,7 @@ def _fake_cluster(settings: Settings, mirror: Any, *, installed: Settings | None
         return 200, msearch_response(items)
 
     shown = installed or settings
-    index_settings = render_asset("index_templates", "component-chunk-settings", shown)["template"]["settings"]
+    index_settings = render_asset("index_templates", "component-chunks", shown)["template"]["settings"]
     as_strings = json.loads(json.dumps(index_settings), parse_float=str)  # _settings answers numbers as strings
     node.routes(
         {

@@ -24,6 +24,7 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import section_units
 from es_rag.models import Chunk, Hit
 from es_rag.queries import channel_plan, search_requests
+from tests.double.ingest import InferenceEndpoint, IngestContext, parse_pipeline, run_pipeline
 from tests.fakes import (
     cluster_routes,
     hit,
@@ -98,7 +99,7 @@ def test_chunking_settings_bodies() -> None:
 # assets
 # =============================================================================================
 def _mapping(settings: Settings) -> dict[str, Any]:
-    props: dict[str, Any] = render_asset("index_templates", "component-chunk-mappings", settings)["template"][
+    props: dict[str, Any] = render_asset("index_templates", "component-chunks", settings)["template"][
         "mappings"
     ]["properties"]
     return props
@@ -134,25 +135,13 @@ def test_setup_installs_the_pipeline_of_the_mode() -> None:
         assert index_tpl.body["template"]["settings"]["index"]["default_pipeline"] == settings.pipeline_id
 
 
-def simulate_set_remove(processors: list[dict[str, Any]], doc: dict[str, Any]) -> dict[str, Any]:
-    """Run the ``set`` (``copy_from`` / ``value``) and ``remove`` processors of a pipeline on ``doc`` with
-    Elasticsearch's semantics; every other processor is skipped (they are covered live)."""
+def run_pipeline_on(body: dict[str, Any], doc: dict[str, Any], *endpoints: InferenceEndpoint) -> dict[str, Any]:
+    """Run a rendered pipeline on ``doc`` with the strict double's ingest executor (Elasticsearch's processor
+    semantics: ``set``/``copy_from``/``ignore_empty_value``, ``remove``, ``rename``, ``fingerprint``, the
+    ``inference`` output shape, Painless ``if`` conditions evaluated)."""
     out = dict(doc)
-    for proc in processors:
-        ((kind, cfg),) = proc.items()
-        if "if" in cfg:
-            continue  # Painless conditions (fail, embedding_version) are not simulated
-        if kind == "set" and "copy_from" in cfg:
-            value = out.get(cfg["copy_from"])
-            if cfg.get("ignore_empty_value") and (value is None or value == ""):
-                continue
-            if value is None and cfg["copy_from"] not in out:
-                raise AssertionError(f"field [{cfg['copy_from']}] not present")  # ignore_missing is false
-            out[cfg["field"]] = value
-        elif kind == "remove":
-            if cfg["field"] not in out and not cfg.get("ignore_missing"):
-                raise AssertionError(f"field [{cfg['field']}] not present")
-            out.pop(cfg["field"], None)
+    meta: dict[str, Any] = {"_index": "es-rag-chunks", "_id": None}
+    run_pipeline(parse_pipeline("under-test", body), out, meta, IngestContext({e.inference_id: e for e in endpoints}))
     return out
 
 
@@ -182,27 +171,25 @@ def test_server_side_embedding_input_is_chunk_embed_text(contextual: str | None)
     inf = render_asset("ingest_pipelines", "chunks-inference", Settings(analyzer="standard", inference_id=E5))
     (proc,) = [p["inference"] for p in inf["processors"] if "inference" in p]
     assert proc["input_output"] == [{"input_field": "_es_rag_embed_input", "output_field": "vector"}]
-    kinds = [next(iter(p)) for p in inf["processors"]]
-    assert kinds.index("inference") < kinds.index("remove")
-    before = [p for p in inf["processors"][: kinds.index("inference")]]
-    seen = simulate_set_remove(before, chunk.to_source(include_vector=False))
-    assert seen["_es_rag_embed_input"] == chunk.embed_text
-    done = simulate_set_remove(inf["processors"], chunk.to_source(include_vector=False))
-    assert "_es_rag_embed_input" not in done  # the strict mapping never sees it
+    endpoint = InferenceEndpoint(E5, dims=4)
+    done = run_pipeline_on(inf, chunk.to_source(include_vector=False), endpoint)
+    assert endpoint.calls == [chunk.embed_text]  # the model read exactly Chunk.embed_text
+    assert len(done["vector"]) == 4
+    # neither the temporary input nor the model_id the processor writes at the root reaches the strict mapping
+    assert "_es_rag_embed_input" not in done and "model_id" not in done
     # semantic_text pipeline: the semantic_text field gets the same text
     sem = render_asset("ingest_pipelines", "chunks-semantic", SEM)
-    assert simulate_set_remove(sem["processors"], chunk.to_source(include_vector=False))[SEMANTIC_FIELD] == (
-        chunk.embed_text
-    )
+    assert run_pipeline_on(sem, chunk.to_source(include_vector=False))[SEMANTIC_FIELD] == chunk.embed_text
 
 
 def test_embedding_input_order_matters_for_the_simulation() -> None:
-    """The simulator is not vacuous: with the two ``set`` processors swapped, ``text`` would win."""
+    """The executor is not vacuous: with the two ``set`` processors swapped, ``text`` would win."""
     sem = render_asset("ingest_pipelines", "chunks-semantic", SEM)["processors"]
     sets = [p for p in sem if "set" in p and p["set"].get("field") == SEMANTIC_FIELD]
     assert [p["set"]["copy_from"] for p in sets] == ["text", "contextual_text"]
     chunk = _chunk("contextual")
-    assert simulate_set_remove(list(reversed(sets)), chunk.to_source())[SEMANTIC_FIELD] == SECTION_TEXT
+    swapped = run_pipeline_on({"processors": list(reversed(sets))}, chunk.to_source())
+    assert swapped[SEMANTIC_FIELD] == SECTION_TEXT
 
 
 # =============================================================================================

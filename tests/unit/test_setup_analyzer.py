@@ -74,7 +74,7 @@ def test_a_bad_language_is_a_config_error() -> None:
 
 def test_rendering_with_auto_unresolved_raises_a_clear_config_error() -> None:
     with pytest.raises(ConfigError, match="analyzer 'auto' must be resolved before assets are rendered"):
-        render_asset("index_templates", "component-chunk-settings", AUTO)
+        render_asset("index_templates", "component-chunks", AUTO)
     with pytest.raises(ConfigError, match="resolved_settings"):
         setup_requests(AUTO)
     # the paths alone need no rendering: doctor/probe work with auto unresolved
@@ -104,8 +104,10 @@ def _setup_backend(plugins: list[str], settings: Settings = AUTO) -> tuple[Elast
 
 
 def _installed_text_analyzer(node: FakeNode, settings: Settings = AUTO) -> str:
-    (put,) = node.calls("PUT", f"_component_template/{settings.index_prefix}-chunk-settings")
+    (put,) = node.calls("PUT", f"_component_template/{settings.index_prefix}-chunks")
     analyzer: str = put.body["template"]["settings"]["index"]["analysis"]["analyzer"]["es_rag_text"]["type"]
+    (parents,) = node.calls("PUT", f"_component_template/{settings.index_prefix}-parents")
+    assert parents.body["template"]["settings"] == put.body["template"]["settings"]
     return analyzer
 
 
@@ -246,13 +248,15 @@ def test_cli_other_commands_resolve_auto_without_a_cluster(tmp_path: Path) -> No
 
 
 def test_bm25_k1_and_b_become_the_index_default_similarity() -> None:
-    body = render_asset("index_templates", "component-chunk-settings", Settings(bm25_k1=0.9, bm25_b=0.4))
-    assert body["template"]["settings"]["index"]["similarity"] == {"default": {"type": "BM25", "k1": 0.9, "b": 0.4}}
+    for component in ("component-chunks", "component-parents"):
+        body = render_asset("index_templates", component, Settings(bm25_k1=0.9, bm25_b=0.4))
+        similarity = body["template"]["settings"]["index"]["similarity"]
+        assert similarity == {"default": {"type": "BM25", "k1": 0.9, "b": 0.4}}
 
 
 def test_cli_setup_passes_bm25_k1_and_b(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["setup", "--dry-run", "--format", "json", "--no-create-indices", "--bm25-k1", "0.9", "--bm25-b", "0.4"]
     assert main(argv) == 0
     reqs = {r["path"]: r["body"] for r in json.loads(capsys.readouterr().out)}
-    similarity = reqs["_component_template/es-rag-chunk-settings"]["template"]["settings"]["index"]["similarity"]
+    similarity = reqs["_component_template/es-rag-chunks"]["template"]["settings"]["index"]["similarity"]
     assert similarity["default"] == {"type": "BM25", "k1": 0.9, "b": 0.4}

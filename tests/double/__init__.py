@@ -1,0 +1,1 @@
+"""The strict Elasticsearch double (see :mod:`tests.double.cluster`)."""

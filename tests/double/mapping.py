@@ -1,0 +1,768 @@
+"""Index settings, analysis and mappings as Elasticsearch validates them, and documents as a ``dynamic:
+strict`` mapping accepts them.
+
+Each rule names the Elasticsearch source that defines it (elastic/elasticsearch, 9.x):
+
+* settings: ``IndexScopedSettings.validate`` (unknown setting: ``unknown setting [index.x] please check that
+  any required plugins are installed, or check the breaking changes documentation for removed settings``);
+* similarity: ``index/similarity/SimilarityService.java`` (built-in names cannot be redefined, the type is
+  case-sensitive, BM25 takes only ``k1``, ``b``, ``discount_overlaps``; Lucene ``BM25Similarity`` ranges);
+* analysis: ``index/analysis/AnalysisRegistry.java`` (an analyzer needs a ``type`` or a ``tokenizer``; unknown
+  types and tokenizers are refused) -- the double knows the built-ins es_rag and the replayed REST tests use
+  and refuses the rest;
+* mappings: ``index/mapper/MapperService.java`` wraps every parse failure as ``mapper_parsing_exception``
+  ``Failed to parse mapping: <cause>``; ``FieldMapper.Builder.parse``: ``unknown parameter [p] on mapper [f]
+  of type [t]``; ``FieldMapper.analyzerParam``: ``analyzer [a] has not been configured in mappings``;
+* ``dense_vector``: ``index/mapper/vectors/DenseVectorFieldMapper.java`` (dims 1..4096, similarities, element
+  types, ``index_options`` types and their parameters, int4 even dims, bbq >= 64 dims, ``rescore_vector``
+  oversample in [1, 10] or 0, defaults by version: 9.1+ ``bbq_hnsw`` with oversample 3.0 at dims >= 384,
+  else ``int8_hnsw``);
+* documents: ``StrictDynamicMappingException`` (``mapping set to strict, dynamic introduction of [f] within
+  [_doc] is not allowed``), ``DocumentParsingException`` for values a field cannot take, and the dense_vector
+  index-time checks (dims, zero magnitude for cosine, unit length for dot_product).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tests.double.errors import EsError
+
+SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
+SIMILARITY_SRC = "server/src/main/java/org/elasticsearch/index/similarity/SimilarityService.java"
+ANALYSIS_SRC = "server/src/main/java/org/elasticsearch/index/analysis/AnalysisRegistry.java"
+MAPPER_SRC = "server/src/main/java/org/elasticsearch/index/mapper/MapperService.java + FieldMapper.java"
+VECTOR_SRC = "server/src/main/java/org/elasticsearch/index/mapper/vectors/DenseVectorFieldMapper.java"
+DOC_SRC = "server/src/main/java/org/elasticsearch/index/mapper/DocumentParser.java"
+
+# -- settings ------------------------------------------------------------------------------------------------
+KNOWN_SETTINGS = (
+    "index.number_of_shards",
+    "index.number_of_replicas",
+    "index.auto_expand_replicas",
+    "index.default_pipeline",
+    "index.final_pipeline",
+    "index.refresh_interval",
+    "index.hidden",
+    "index.max_terms_count",
+    "index.max_result_window",
+    "index.mapping.total_fields.limit",
+    "index.query.default_field",
+    "index.lifecycle.name",
+    "index.codec",
+)
+KNOWN_SETTING_GROUPS = ("index.similarity.", "index.analysis.")
+
+
+def flatten_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Nested or dotted settings as flat ``index.``-prefixed keys (``Settings.normalizePrefix("index.")``).
+
+    Args:
+        settings: ``{"index": {"number_of_shards": 1}}``, ``{"number_of_shards": 1}`` or dotted keys.
+    """
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), value)
+        else:
+            flat[prefix] = node
+
+    walk("", settings or {})
+    return {(k if k.startswith("index.") else f"index.{k}"): v for k, v in flat.items()}
+
+
+def validate_settings(flat: Mapping[str, Any], *, plugins: Iterable[str]) -> None:
+    """Refuse unknown settings, a bad similarity and a broken analysis chain, as the temporary index built by
+    template validation and index creation does.
+
+    Args:
+        flat: Flat ``index.*`` settings.
+        plugins: Installed plugin names (``analysis-kuromoji`` adds the ``kuromoji`` analyzer).
+    """
+    for key in flat:
+        if key in KNOWN_SETTINGS or key.startswith(KNOWN_SETTING_GROUPS):
+            continue
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"unknown setting [{key}] please check that any required plugins are installed, or check the breaking "
+            "changes documentation for removed settings",
+            source=SETTINGS_SRC,
+        )
+    validate_similarity(flat)
+    Analysis.from_settings(flat, plugins=plugins)
+
+
+BUILT_IN_SIMILARITIES = ("BM25", "boolean", "DFR", "IB", "LMDirichlet", "LMJelinekMercer", "DFI", "scripted")
+
+
+def validate_similarity(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``SimilarityService``: custom similarities under ``index.similarity.<name>``; returns them by name.
+
+    Args:
+        flat: Flat settings.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        if key.startswith("index.similarity."):
+            name, _, param = key[len("index.similarity.") :].partition(".")
+            groups.setdefault(name, {})[param] = value
+    for name, params in groups.items():
+        if name in BUILT_IN_SIMILARITIES:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Cannot redefine built-in Similarity [{name}]",
+                source=SIMILARITY_SRC,
+            )
+        kind = params.get("type")
+        if kind is None:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Similarity [{name}] must have an associated type",
+                source=SIMILARITY_SRC,
+            )
+        if kind not in BUILT_IN_SIMILARITIES:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Unknown Similarity type [{kind}] for [{name}]",
+                source=SIMILARITY_SRC,
+            )
+        if kind == "BM25":
+            extra = sorted(set(params) - {"type", "k1", "b", "discount_overlaps"})
+            if extra:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Unknown settings for similarity of type [BM25]: {extra}".replace("'", ""),
+                    source="server/src/main/java/org/elasticsearch/index/similarity/SimilarityProviders.java",
+                )
+            k1, b = float(params.get("k1", 1.2)), float(params.get("b", 0.75))
+            if not (math.isfinite(k1) and k1 >= 0):
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"illegal k1 value: {k1}, must be a non-negative finite value",
+                    source="lucene BM25Similarity",
+                )
+            if not (math.isfinite(b) and 0 <= b <= 1):
+                raise EsError(
+                    400, "illegal_argument_exception", f"illegal b value: {b}, must be between 0 and 1", source="lucene"
+                )
+        elif kind != "boolean":
+            raise DoubleLimitSimilarity(kind)
+    return groups
+
+
+class DoubleLimitSimilarity(EsError):
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            400,
+            "strict_double_unsupported",
+            f"the strict test double does not implement similarity type [{kind}]",
+            source="tests/double",
+        )
+
+
+# -- analysis ------------------------------------------------------------------------------------------------
+BUILT_IN_ANALYZERS = {
+    "standard",
+    "simple",
+    "whitespace",
+    "stop",
+    "keyword",
+    "pattern",
+    "fingerprint",
+    "english",
+    "cjk",
+    "french",
+    "german",
+    "spanish",
+    "italian",
+    "portuguese",
+    "dutch",
+    "russian",
+    "chinese",
+}
+"""Pre-built analyzers (``AnalysisModule`` / ``CommonAnalysisPlugin`` language analyzers); ``kuromoji`` comes
+with the analysis-kuromoji plugin (``AnalysisKuromojiPlugin``)."""
+BUILT_IN_TOKENIZERS = {"standard", "whitespace", "keyword", "letter", "pattern", "classic", "ngram", "edge_ngram"}
+BUILT_IN_FILTERS = {"lowercase", "uppercase", "stop", "asciifolding", "cjk_width", "cjk_bigram", "porter_stem", "trim"}
+PLUGIN_ANALYZERS = {"analysis-kuromoji": {"kuromoji"}, "analysis-icu": {"icu_analyzer"}}
+PLUGIN_TOKENIZERS = {"analysis-kuromoji": {"kuromoji_tokenizer"}, "analysis-icu": {"icu_tokenizer"}}
+
+
+@dataclass
+class Analysis:
+    """The analyzers an index (or a template validated alone) has: built-ins plus its own definitions."""
+
+    analyzers: set[str] = field(default_factory=set)
+
+    @classmethod
+    def from_settings(cls, flat: Mapping[str, Any], *, plugins: Iterable[str]) -> Analysis:
+        """Build and validate ``index.analysis.*`` (``AnalysisRegistry.build``).
+
+        Args:
+            flat: Flat settings.
+            plugins: Installed plugins.
+        """
+        plugins = set(plugins)
+        analyzers = set(BUILT_IN_ANALYZERS)
+        tokenizers = set(BUILT_IN_TOKENIZERS)
+        for plugin in plugins:
+            analyzers |= PLUGIN_ANALYZERS.get(plugin, set())
+            tokenizers |= PLUGIN_TOKENIZERS.get(plugin, set())
+        defined: dict[str, dict[str, dict[str, Any]]] = {
+            "analyzer": {},
+            "tokenizer": {},
+            "filter": {},
+            "char_filter": {},
+        }
+        for key, value in flat.items():
+            if not key.startswith("index.analysis."):
+                continue
+            parts = key[len("index.analysis.") :].split(".", 2)
+            if len(parts) < 3 or parts[0] not in defined:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"unknown setting [{key}] please check that any required plugins are installed, or check the "
+                    "breaking changes documentation for removed settings",
+                    source=SETTINGS_SRC,
+                )
+            kind, name, param = parts
+            defined[kind].setdefault(name, {})[param] = value
+        for name, spec in defined["tokenizer"].items():
+            ttype = spec.get("type")
+            if ttype not in tokenizers:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Unknown tokenizer type [{ttype}] for [{name}]",
+                    source=ANALYSIS_SRC,
+                )
+            if ttype == "pattern" and "pattern" in spec:
+                _java_regex(str(spec["pattern"]), name)
+        tokenizers |= set(defined["tokenizer"])
+        filters = BUILT_IN_FILTERS | set(defined["filter"])
+        for name, spec in defined["analyzer"].items():
+            atype = spec.get("type")
+            if atype is None and "tokenizer" not in spec:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"analyzer [{name}] must specify either an analyzer type, or a tokenizer",
+                    source=ANALYSIS_SRC,
+                )
+            if atype in (None, "custom"):
+                tok = spec.get("tokenizer")
+                if tok is None:
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"analyzer [{name}] must specify either an analyzer type, or a tokenizer",
+                        source=ANALYSIS_SRC,
+                    )
+                if tok not in tokenizers:
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"failed to find tokenizer under [{tok}]",
+                        source="server/src/main/java/org/elasticsearch/index/analysis/CustomAnalyzerProvider.java",
+                    )
+                for flt in _as_list(spec.get("filter")):
+                    if flt not in filters:
+                        raise EsError(
+                            400,
+                            "illegal_argument_exception",
+                            f"failed to find filter under [{flt}]",
+                            source="server/src/main/java/org/elasticsearch/index/analysis/AnalysisRegistry.java",
+                        )
+            elif atype not in analyzers:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Unknown analyzer type [{atype}] for [{name}]",
+                    source=ANALYSIS_SRC,
+                )
+        return cls(analyzers | set(defined["analyzer"]))
+
+
+def _java_regex(pattern: str, name: str) -> None:
+    """The double compiles the pattern tokenizer's Java regex by translating the ``\\p{L}``/``\\p{N}`` classes
+    it uses; anything it cannot translate is refused as a double limit."""
+    translated = pattern.replace("\\p{L}", "a-zA-Z\u00c0-\uffff").replace("\\p{N}", "0-9")
+    try:
+        re.compile(translated)
+    except re.error as exc:
+        raise EsError(
+            400, "illegal_argument_exception", f"invalid pattern for tokenizer [{name}]: {exc}", source=ANALYSIS_SRC
+        ) from None
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+# -- mappings ------------------------------------------------------------------------------------------------
+COMMON = {"type", "meta", "copy_to"}
+FIELD_PARAMS: dict[str, set[str]] = {
+    "keyword": COMMON
+    | {
+        "index",
+        "doc_values",
+        "store",
+        "ignore_above",
+        "normalizer",
+        "null_value",
+        "fields",
+        "eager_global_ordinals",
+        "similarity",
+        "split_queries_on_whitespace",
+        "index_options",
+        "norms",
+    },
+    "text": COMMON
+    | {
+        "analyzer",
+        "search_analyzer",
+        "search_quote_analyzer",
+        "fields",
+        "index",
+        "store",
+        "norms",
+        "index_options",
+        "index_phrases",
+        "index_prefixes",
+        "position_increment_gap",
+        "similarity",
+        "term_vector",
+        "fielddata",
+        "eager_global_ordinals",
+    },
+    "integer": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
+    "long": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
+    "float": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
+    "double": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
+    "boolean": COMMON | {"index", "doc_values", "store", "null_value"},
+    "date": COMMON | {"index", "doc_values", "store", "null_value", "format", "locale", "ignore_malformed"},
+    "object": {"type", "properties", "dynamic", "enabled", "subobjects"},
+    "dense_vector": {"type", "dims", "element_type", "index", "similarity", "index_options", "meta"},
+    "semantic_text": {"type", "inference_id", "search_inference_id", "chunking_settings", "model_settings", "meta"},
+}
+SIMILARITIES = ("l2_norm", "cosine", "dot_product", "max_inner_product")
+VECTOR_INDEX_TYPES: dict[str, set[str]] = {
+    "hnsw": {"type", "m", "ef_construction"},
+    "int8_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector", "on_disk_rescore"},
+    "int4_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector", "on_disk_rescore"},
+    "bbq_hnsw": {"type", "m", "ef_construction", "rescore_vector", "on_disk_rescore"},
+    "flat": {"type"},
+    "int8_flat": {"type", "confidence_interval", "rescore_vector"},
+    "int4_flat": {"type", "confidence_interval", "rescore_vector"},
+    "bbq_flat": {"type", "rescore_vector"},
+}
+QUANTIZED = {"int8_hnsw", "int4_hnsw", "bbq_hnsw", "int8_flat", "int4_flat", "bbq_flat"}
+BBQ_MIN_DIMS = 64
+BBQ_DIMS_DEFAULT_THRESHOLD = 384
+
+
+def mapping_error(reason: str, *, source: str = MAPPER_SRC) -> EsError:
+    """``mapper_parsing_exception`` ``Failed to parse mapping: <reason>`` caused by the rule's own exception."""
+    return EsError(
+        400,
+        "mapper_parsing_exception",
+        f"Failed to parse mapping: {reason}",
+        source=source,
+        caused_by={"type": "illegal_argument_exception", "reason": reason},
+    )
+
+
+@dataclass
+class FieldSpec:
+    """One mapped field (after validation), with the defaults Elasticsearch fills in."""
+
+    name: str
+    type: str
+    params: dict[str, Any]
+    subfields: dict[str, FieldSpec] = field(default_factory=dict)
+    properties: dict[str, FieldSpec] = field(default_factory=dict)
+
+
+@dataclass
+class Mapping_:
+    """A validated mapping: ``dynamic``, the fields, and ``_meta``."""
+
+    dynamic: str = "true"
+    fields: dict[str, FieldSpec] = field(default_factory=dict)
+    meta: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``GET <index>/_mapping`` shows it (defaults of dense_vector filled in)."""
+        return copy.deepcopy(self.raw)
+
+
+def merge_mappings(parts: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Compose mappings in order (components in ``composed_of`` order, then the template's own), later wins
+    (``MetadataIndexTemplateService.collectMappings`` + ``MapperService.merge``), properties merged deeply."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        if not part:
+            continue
+        body = dict(part.get("_doc", part)) if "_doc" in part else dict(part)
+        for key, value in body.items():
+            if key == "properties" and isinstance(value, Mapping):
+                props = out.setdefault("properties", {})
+                for fname, spec in value.items():
+                    if isinstance(spec, Mapping) and isinstance(props.get(fname), Mapping):
+                        merged = dict(props[fname])
+                        merged.update(copy.deepcopy(dict(spec)))
+                        props[fname] = merged
+                    else:
+                        props[fname] = copy.deepcopy(spec)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_mapping(
+    body: Mapping[str, Any] | None,
+    *,
+    analysis: Analysis,
+    version: tuple[int, ...],
+    inference_ids: Iterable[str] = (),
+) -> Mapping_:
+    """Validate a mapping body against the index's analysis (``MapperService.merge``).
+
+    Args:
+        body: ``{"dynamic": ..., "properties": {...}, "_meta": ...}`` (optionally wrapped in ``_doc``).
+        analysis: Analyzers the index (or template alone) defines.
+        version: Cluster version (dense_vector defaults depend on it).
+        inference_ids: Existing inference endpoints (``semantic_text`` needs one).
+    """
+    raw = copy.deepcopy(dict(body or {}))
+    if "_doc" in raw and isinstance(raw["_doc"], Mapping):
+        raw = dict(raw["_doc"])
+    allowed_root = {"dynamic", "properties", "_meta", "_source", "date_detection", "numeric_detection", "enabled"}
+    for key in raw:
+        if key not in allowed_root:
+            raise EsError(
+                400,
+                "mapper_parsing_exception",
+                f"Root mapping definition has unsupported parameters:  [{key} : {raw[key]}]",
+                source="server/src/main/java/org/elasticsearch/index/mapper/RootObjectMapper.java",
+            )
+    dynamic = str(raw.get("dynamic", "true")).lower()
+    if dynamic not in ("true", "false", "strict", "runtime"):
+        raise mapping_error(f"Could not convert [dynamic] to boolean or the string 'strict' or 'runtime': {dynamic}")
+    fields: dict[str, FieldSpec] = {}
+    for fname, spec in (raw.get("properties") or {}).items():
+        fields[fname] = _parse_field(fname, spec, analysis, version, set(inference_ids), raw["properties"])
+    return Mapping_(dynamic=dynamic, fields=fields, meta=raw.get("_meta"), raw=raw)
+
+
+def _parse_field(
+    name: str,
+    spec: Any,
+    analysis: Analysis,
+    version: tuple[int, ...],
+    inference_ids: set[str],
+    parent: dict[str, Any],
+) -> FieldSpec:
+    if not isinstance(spec, Mapping):
+        raise mapping_error(f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}")
+    ftype = str(spec.get("type", "object" if "properties" in spec else ""))
+    if not ftype:
+        raise mapping_error(f"No type specified for field [{name}]")
+    if ftype not in FIELD_PARAMS:
+        raise mapping_error(f"No handler for type [{ftype}] declared on field [{name}]")
+    for param in spec:
+        if param not in FIELD_PARAMS[ftype]:
+            raise mapping_error(f"unknown parameter [{param}] on mapper [{name}] of type [{ftype}]")
+    out = FieldSpec(name, ftype, dict(spec))
+    if ftype == "text":
+        for key in ("analyzer", "search_analyzer", "search_quote_analyzer"):
+            if key in spec and spec[key] not in analysis.analyzers:
+                raise mapping_error(
+                    f"analyzer [{spec[key]}] has not been configured in mappings",
+                    source="server/src/main/java/org/elasticsearch/index/mapper/FieldMapper.java (analyzerParam)",
+                )
+    if ftype in ("text", "keyword"):
+        for sub, sub_spec in (spec.get("fields") or {}).items():
+            out.subfields[sub] = _parse_field(f"{name}.{sub}", sub_spec, analysis, version, inference_ids, parent)
+    if ftype == "object":
+        for sub, sub_spec in (spec.get("properties") or {}).items():
+            out.properties[sub] = _parse_field(f"{name}.{sub}", sub_spec, analysis, version, inference_ids, parent)
+        if "enabled" in spec and not isinstance(spec["enabled"], bool):
+            raise mapping_error(f"Failed to parse value [{spec['enabled']}] as only [true] or [false] are allowed.")
+    if ftype == "dense_vector":
+        parent[name.rsplit(".", 1)[-1]] = _dense_vector(name, dict(spec), version)
+        out.params = dict(parent[name.rsplit(".", 1)[-1]])
+    if ftype == "semantic_text":
+        inference_id = spec.get("inference_id", ".elser-2-elasticsearch")
+        if inference_id not in inference_ids:
+            raise EsError(
+                400,
+                "resource_not_found_exception",
+                f"Inference endpoint not found [{inference_id}]",
+                source="x-pack/plugin/inference/.../mapper/SemanticTextFieldMapper.java",
+            )
+    return out
+
+
+def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> dict[str, Any]:
+    """Validate a dense_vector mapping and fill the index_options default the cluster version applies."""
+    element = spec.get("element_type", "float")
+    if element not in ("float", "byte", "bit"):
+        raise mapping_error(
+            f"invalid element_type [{element}]; available types are [float, byte, bit]", source=VECTOR_SRC
+        )
+    dims = spec.get("dims")
+    if dims is not None:
+        if not isinstance(dims, int) or isinstance(dims, bool):
+            raise mapping_error(
+                f"Property [dims] on field [{name}] must be an integer but got [{dims}]", source=VECTOR_SRC
+            )
+        lo, hi = (8, 4096 * 8) if element == "bit" else (1, 4096)
+        if not lo <= dims <= hi:
+            raise mapping_error(
+                f"The number of dimensions should be in the range [{lo}, {hi}] but was [{dims}]", source=VECTOR_SRC
+            )
+    indexed = spec.get("index", True)
+    similarity = spec.get("similarity")
+    if similarity is not None and similarity not in SIMILARITIES:
+        raise mapping_error(
+            f"Unknown value [{similarity}] for field [similarity] - accepted values are [{', '.join(SIMILARITIES)}]",
+            source=VECTOR_SRC,
+        )
+    if not indexed and (similarity is not None or "index_options" in spec):
+        which = "similarity" if similarity is not None else "index_options"
+        raise mapping_error(
+            f"Field [{which}] can only be specified for a field of type [dense_vector] when it is indexed",
+            source=VECTOR_SRC,
+        )
+    if indexed and similarity is None:
+        spec["similarity"] = "l2_norm" if element == "bit" else "cosine"
+    opts = spec.get("index_options")
+    if opts is not None:
+        if not isinstance(opts, Mapping) or "type" not in opts:
+            raise mapping_error("[index_options] requires field [type] to be configured", source=VECTOR_SRC)
+        itype = opts["type"]
+        if itype not in VECTOR_INDEX_TYPES:
+            raise mapping_error(f"Unknown vector index options type [{itype}] for field [{name}]", source=VECTOR_SRC)
+        extra = [k for k in opts if k not in VECTOR_INDEX_TYPES[itype]]
+        if "rescore_vector" in opts and version < (9, 0) and version < (8, 18):
+            extra.append("rescore_vector")
+        if extra:
+            shown = ", ".join(f"{k} : {opts[k]}" for k in extra)
+            raise mapping_error(
+                f"Mapping definition for [{name}] has unsupported parameters:  [{shown}]", source=VECTOR_SRC
+            )
+        if itype in QUANTIZED and element != "float":
+            raise mapping_error(
+                f"[element_type] cannot be [{element}] when using index type [{itype}]", source=VECTOR_SRC
+            )
+        if dims is not None and itype.startswith("int4") and dims % 2:
+            raise mapping_error(f"{itype} only supports even dimensions; provided={dims}", source=VECTOR_SRC)
+        if dims is not None and itype.startswith("bbq") and dims < BBQ_MIN_DIMS:
+            raise mapping_error(
+                f"{itype} does not support dimensions fewer than {BBQ_MIN_DIMS}; provided={dims}", source=VECTOR_SRC
+            )
+        rescore = opts.get("rescore_vector")
+        if rescore is not None:
+            if not isinstance(rescore, Mapping) or "oversample" not in rescore:
+                raise mapping_error(
+                    "Invalid rescore_vector value. Missing required field oversample", source=VECTOR_SRC
+                )
+            over = float(rescore["oversample"])
+            if over != 0 and over < 1:
+                raise mapping_error("oversample must be greater than 1 or exactly 0", source=VECTOR_SRC)
+            if over > 10:
+                raise mapping_error("oversample must be less than or equal to 10", source=VECTOR_SRC)
+        elif itype.startswith("bbq") and version >= (9, 1):
+            spec["index_options"] = {**opts, "rescore_vector": {"oversample": 3.0}}
+    elif indexed and element == "float" and dims is not None:
+        # DenseVectorFieldMapper defaults: 8.14+ int8_hnsw; 9.1+ bbq_hnsw (oversample 3.0) when dims >= 384
+        if version >= (9, 1) and dims >= BBQ_DIMS_DEFAULT_THRESHOLD:
+            spec["index_options"] = {
+                "type": "bbq_hnsw",
+                "m": 16,
+                "ef_construction": 100,
+                "rescore_vector": {"oversample": 3.0},
+            }
+        elif version >= (8, 14):
+            spec["index_options"] = {"type": "int8_hnsw", "m": 16, "ef_construction": 100}
+    return spec
+
+
+# -- documents -----------------------------------------------------------------------------------------------
+def _doc_error(reason: str, doc_id: str | None, *, err_type: str = "document_parsing_exception") -> EsError:
+    return EsError(400, err_type, reason, source=DOC_SRC)
+
+
+def validate_document(mapping: Mapping_, source: Mapping[str, Any], doc_id: str | None) -> None:
+    """Refuse what indexing ``source`` into an index with this mapping refuses.
+
+    Args:
+        mapping: The index mapping.
+        source: The document (after the ingest pipeline).
+        doc_id: Its id (for messages).
+    """
+    _validate_object(mapping.fields, mapping.dynamic, source, "", "_doc", doc_id)
+
+
+def _validate_object(
+    fields: dict[str, FieldSpec], dynamic: str, obj: Mapping[str, Any], prefix: str, where: str, doc_id: str | None
+) -> None:
+    for key, value in obj.items():
+        path = f"{prefix}{key}"
+        spec = fields.get(key)
+        if spec is None:
+            if dynamic == "strict":
+                raise EsError(
+                    400,
+                    "strict_dynamic_mapping_exception",
+                    f"[1:2] mapping set to strict, dynamic introduction of [{key}] within [{where}] is not allowed",
+                    source="server/src/main/java/org/elasticsearch/index/mapper/StrictDynamicMappingException.java",
+                )
+            continue  # dynamic true/false/runtime: the double does not type new fields
+        _validate_value(spec, value, path, doc_id, dynamic)
+
+
+def _validate_value(spec: FieldSpec, value: Any, path: str, doc_id: str | None, dynamic: str) -> None:
+    if value is None:
+        return
+    values = value if isinstance(value, list) and spec.type not in ("dense_vector",) else [value]
+    for v in values:
+        if v is None:
+            continue
+        if spec.type == "object":
+            if spec.params.get("enabled") is False:
+                continue
+            if not isinstance(v, Mapping):
+                raise _doc_error(
+                    f"[1:2] object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete "
+                    "value",
+                    doc_id,
+                )
+            sub_dynamic = str(spec.params.get("dynamic", dynamic)).lower()
+            _validate_object(spec.properties, sub_dynamic, v, f"{path}.", path, doc_id)
+        elif spec.type in ("keyword", "text"):
+            if isinstance(v, Mapping):
+                raise _doc_error(
+                    f"[1:2] failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
+                    f"Preview of field's value: '{v}'",
+                    doc_id,
+                )
+        elif spec.type in ("integer", "long", "float", "double"):
+            if isinstance(v, bool) or not _numeric(v):
+                raise _doc_error(
+                    f"[1:2] failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
+                    f"Preview of field's value: '{v}'",
+                    doc_id,
+                )
+        elif spec.type == "boolean":
+            if v not in (True, False, "true", "false", ""):
+                raise _doc_error(
+                    f"[1:2] failed to parse field [{path}] of type [boolean] in document with id '{doc_id}'. "
+                    f"Preview of field's value: '{v}'",
+                    doc_id,
+                )
+        elif spec.type == "date":
+            if not _date_ok(v):
+                raise _doc_error(
+                    f"[1:2] failed to parse field [{path}] of type [date] in document with id '{doc_id}'. "
+                    f"Preview of field's value: '{v}'",
+                    doc_id,
+                )
+        elif spec.type == "dense_vector":
+            _validate_vector(spec, v, path, doc_id)
+        elif spec.type == "semantic_text":
+            if not isinstance(v, str):
+                raise _doc_error(
+                    f"[1:2] failed to parse field [{path}] of type [semantic_text]: expected a string", doc_id
+                )
+
+
+def _numeric(v: Any) -> bool:
+    if isinstance(v, (int, float)):
+        return math.isfinite(float(v))
+    if isinstance(v, str):
+        try:
+            return math.isfinite(float(v))
+        except ValueError:
+            return False
+    return False
+
+
+def _date_ok(v: Any) -> bool:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    if not isinstance(v, str):
+        return False
+    try:
+        datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return True
+    except ValueError:
+        return v.isdigit()
+
+
+def _validate_vector(spec: FieldSpec, v: Any, path: str, doc_id: str | None) -> None:
+    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise _doc_error(
+            f"[1:2] failed to parse field [{path}] of type [dense_vector] in document with id '{doc_id}'", doc_id
+        )
+    dims = spec.params.get("dims")
+    if dims is None:
+        spec.params["dims"] = len(v)
+        dims = len(v)
+    if len(v) != dims:
+        raise _doc_error(
+            f"The [dense_vector] field [{path}] in doc [document with id '{doc_id}'] has a different number of "
+            f"dimensions [{len(v)}] than defined in the mapping [{dims}]",
+            doc_id,
+        )
+    sq = sum(float(x) * float(x) for x in v)
+    similarity = spec.params.get("similarity", "cosine")
+    if similarity == "cosine" and sq == 0:
+        raise _doc_error("The [cosine] similarity does not support vectors with zero magnitude.", doc_id)
+    if similarity == "dot_product" and abs(sq - 1.0) >= 1e-3:
+        raise _doc_error(
+            "The [dot_product] similarity can only be used with unit-length vectors. Preview of invalid vector: "
+            f"{v[:5]}",
+            doc_id,
+        )
+
+
+def vector_score(similarity: str, doc: list[float], query: list[float]) -> float:
+    """``DenseVectorFieldMapper.VectorSimilarity.score`` for float vectors (the kNN ``_score``).
+
+    Args:
+        similarity: Mapping similarity.
+        doc: Stored vector.
+        query: Query vector.
+    """
+    dot = sum(a * b for a, b in zip(doc, query, strict=True))
+    if similarity == "cosine":
+        norm = math.sqrt(sum(a * a for a in doc)) * math.sqrt(sum(b * b for b in query))
+        return (1.0 + (dot / norm if norm else 0.0)) / 2.0
+    if similarity == "dot_product":
+        return max(0.0, (1.0 + dot) / 2.0)
+    if similarity == "l2_norm":
+        d2 = sum((a - b) ** 2 for a, b in zip(doc, query, strict=True))
+        return 1.0 / (1.0 + d2)
+    if similarity == "max_inner_product":
+        return 1.0 / (1.0 - dot) if dot < 0 else dot + 1.0
+    raise ValueError(similarity)
