@@ -207,7 +207,7 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         ),
         EsRequest("PUT", f"_index_template/{p}-chunks", render_asset("index_templates", "index-chunks", settings)),
         EsRequest("PUT", f"_index_template/{p}-parents", render_asset("index_templates", "index-parents", settings)),
-        # version registry (es_rag.versioning): one document per tenant, read by every retriever's terms lookup
+        # version registry (es_rag.versioning): one document per tenant, read once per search call
         EsRequest("PUT", f"_index_template/{p}-versions", render_asset("index_templates", "index-versions", settings)),
         # stored hybrid search template (_search/template for apps and Kibana), see search_template_requests
         *search_template_requests(settings),

@@ -826,12 +826,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """
     from es_rag.filters import SearchFilter
     from es_rag.requests import render
-    from es_rag.versioning import VersionGate, registry_index
+    from es_rag.versioning import registry_index
 
     settings = settings_from_args(args)
-    # exactly what ElasticsearchBackend.retrieve sends: the caller's filter plus the active-version gate
+    # exactly what a search sends: the caller's filter plus the tenant's version-registry snapshot, read once per
+    # call and inlined (es_rag.versioning); without a cluster no key is known to be hidden
     flt = SearchFilter(args.tenant, tuple(args.acl))
-    flt = flt.with_versions(VersionGate(flt.tenant_id, index=registry_index(settings)))
+    backend = None
+    if args.es:
+        from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+        backend = ElasticsearchBackend.connect(args.es, settings)
+        flt = backend.gated(flt)
+        hidden = sorted(flt.versions.hidden) if flt.versions is not None else []
+        gate_note = (
+            f"version gate: {len(hidden)} hidden key(s) read from {registry_index(settings)}/_doc/{flt.tenant_id}"
+        )
+    else:
+        gate_note = (
+            f"version gate: a search reads {registry_index(settings)}/_doc/{flt.tenant_id} once and adds "
+            '{"bool": {"must_not": [{"terms": {"version_key": [<hidden keys>]}}]}} to every retriever '
+            "(none shown: no cluster; pass --es to read them)"
+        )
     if args.no_vector:
         # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.
         vector: Any = [1.0] + [0.0] * (settings.vector_dims - 1)
@@ -844,10 +860,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         vectors_param = True
         paths: list[bool]
-        if args.es:
-            from es_rag.backends.elasticsearch import ElasticsearchBackend
-
-            backend = ElasticsearchBackend.connect(args.es, settings)
+        if backend is not None:
             vectors_param = backend.probe().vectors_in_source_param
             paths = [backend.fusion_path() == "native"]
         elif settings.fusion is FusionMode.AUTO:
@@ -855,6 +868,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         else:
             paths = [settings.fusion is FusionMode.NATIVE]
         sections = explain_sections(args.query, vector, flt, settings, paths=paths, vectors_param=vectors_param)
+    sections[0] = ([gate_note, *sections[0][0]], sections[0][1])
     if args.format == "json":
         print(render([r for _, reqs in sections for r in reqs], "json"))
     else:

@@ -71,7 +71,7 @@ class SearchFilter:
         ]
         for key, values in self.metadata.items():
             clauses.append({"terms": {key: list(values)}})
-        if self.versions is not None:
+        if self.versions is not None and self.versions.restricts:
             clauses.append(self.versions.to_es())
         return clauses
 

@@ -3,22 +3,35 @@
 Every chunk and parent stores ``version_key = source_id@source_version``. One small document per
 tenant in the registry index ``<prefix>-versions`` (``_id`` = tenant id) lists the ``active`` version of
 each source and the ``hidden`` keys: versions being written but not yet committed, and retired versions
-not yet deleted. Every retriever (BM25 ``standard``/bool filter, kNN filter, parents, counts) carries
+not yet deleted.
 
-    {"bool": {"must_not": [{"terms": {"version_key": {"index": "<prefix>-versions", "id": "<tenant>",
-                                                       "path": "hidden"}}}]}}
+**One snapshot per call.** :meth:`es_rag.pipeline.RagPipeline.search` reads the tenant's registry document
+once (a real-time GET, ``ElasticsearchBackend.gated``) and every request of that call -- each channel of the
+native retriever or the ``_msearch``, parents, neighbours -- carries the same inline clause
 
-through :meth:`es_rag.filters.SearchFilter.to_es`. The terms lookup is fetched once per search, by a
-real-time GET during the coordinating node's query rewrite, so every shard of one search applies the same
-list; the switch is **one document write** (new key leaves ``hidden``, old key enters it). Before that
-write the new chunks are written and the chunk and parent indices refreshed, so there is no window where
-both versions or neither are served. Retired chunks are then removed with ``_delete_by_query`` and their
-key dropped from ``hidden``. Documents without ``version_key`` (written by other tools) are never hidden.
+    {"bool": {"must_not": [{"terms": {"version_key": ["<hidden key>", ...]}}]}}
+
+through :meth:`es_rag.filters.SearchFilter.to_es` (left out when nothing is hidden). A terms *lookup*
+(:class:`VersionGate` with ``index``) would be fetched again for every clause that uses it
+(``TermsQueryBuilder.doRewrite`` registers one GET per clause): a registry write between those GETs would
+serve the old version on one channel and the new one on another. The lookup form stays available for
+requests pasted into Kibana and the stored search template.
+
+The switch is **one document write** (new key leaves ``hidden``, old key enters it). Before that write the
+new chunks are written and the chunk and parent indices refreshed, so a snapshot taken before it serves the
+old version completely and one taken after serves the new version completely. Retired chunks are removed
+with ``_delete_by_query`` only after the switch and their key dropped from ``hidden`` afterwards. Documents
+without ``version_key`` (written by other tools) are never hidden.
 
 Limits: the ``hidden`` list holds only in-flight and not-yet-purged keys (normally a handful); a terms
 query accepts at most ``index.max_terms_count`` terms (65,536 by default) -- the bound on keys being
 switched or purged at once for one tenant. A missing registry document hides nothing; a missing
 registry *index* fails the search (``es-rag setup`` creates it; ``doctor`` reports it).
+
+What one call guarantees (``docs/ingestion.md``): every request of the call applies the same snapshot --
+never two versions of a source, never one version on one channel and another on the next. The snapshot is
+the one at the start of the call: a switch committed during the call is seen by the next call, and if the
+purge of the old version also completes during the call, that source has no chunks in that one call.
 
 The embedded backend keeps the same registry in ``versions.json`` and evaluates the same predicate
 through :meth:`es_rag.filters.SearchFilter.matches`.
@@ -69,6 +82,11 @@ class VersionGate:
     tenant_id: str
     index: str | None = None
     hidden: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def restricts(self) -> bool:
+        """Whether :meth:`to_es` can hide anything (a lookup always may; an inline snapshot only with keys)."""
+        return self.index is not None or bool(self.hidden)
 
     def to_es(self) -> dict[str, Any]:
         """Filter clause excluding hidden versions (terms lookup on the registry document, or inline)."""

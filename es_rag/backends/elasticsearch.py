@@ -43,7 +43,7 @@ from es_rag.queries import (
     semantic_mode,
 )
 from es_rag.requests import EsRequest
-from es_rag.versioning import VersionGate, registry_index
+from es_rag.versioning import VersionGate, registry_get_request, registry_index
 
 BULK_MAX_RETRIES = 3
 BULK_INITIAL_BACKOFF = 1.0
@@ -468,15 +468,28 @@ class ElasticsearchBackend:
 
     # -- reads --------------------------------------------------------------------------------
     def gated(self, flt: SearchFilter) -> SearchFilter:
-        """``flt`` with the tenant's active-version gate: a terms lookup on the registry document
-        (:mod:`es_rag.versioning`), so every retriever serves exactly the committed version of each source.
-        :meth:`es_rag.pipeline.RagPipeline.search` applies it before any backend call; the backend sends
-        the filter it is given.
+        """``flt`` with a snapshot of the tenant's active-version gate: the registry document read once (a
+        real-time GET) and its hidden keys inlined (:mod:`es_rag.versioning`), so every request built from the
+        returned filter serves the same committed version of each source.
+        :meth:`es_rag.pipeline.RagPipeline.search` calls it once per search, before any other backend call;
+        the backend sends the filter it is given.
 
         Args:
             flt: The caller's hard filter.
+
+        Raises:
+            ClusterError: The registry index is missing (``es-rag setup`` creates it) or unreadable.
         """
-        return flt.with_versions(VersionGate(flt.tenant_id, index=registry_index(self.settings)))
+        resp = self.send(registry_get_request(self.settings, flt.tenant_id), ignore=(404,))
+        if isinstance(resp, dict) and "error" in resp:
+            raise ClusterError(
+                f"version registry {registry_index(self.settings)} cannot be read: {_reason(resp)} (run es-rag setup)",
+                status=404,
+                response=resp,
+            )
+        found = isinstance(resp, dict) and resp.get("found")
+        hidden = ((resp.get("_source") or {}).get("hidden") or []) if found else []
+        return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(str(k) for k in hidden)))
 
     def retrieve(
         self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings

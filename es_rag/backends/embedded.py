@@ -314,9 +314,13 @@ class EmbeddedBackend:
     def gated(self, flt: SearchFilter) -> SearchFilter:
         """``flt`` with the tenant's active-version gate from the registry (:mod:`es_rag.versioning`).
 
+        A filter that already carries a snapshot (the pipeline gates once per call) is returned as it is.
+
         Args:
             flt: The caller's hard filter.
         """
+        if flt.versions is not None:
+            return flt
         hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
         return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(hidden)))
 

@@ -18,7 +18,7 @@ def _handler(cluster: StrictCluster, lock: threading.Lock) -> type[BaseHTTPReque
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _dispatch(self) -> None:

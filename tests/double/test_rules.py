@@ -550,10 +550,10 @@ def test_authentication_and_authorization_errors() -> None:
 
 def test_every_response_carries_the_product_header_over_http() -> None:
     """RestController adds ``X-elastic-product: Elasticsearch`` to every response (also errors)."""
-    from tests.double.http import serve
-
     import urllib.error
     import urllib.request
+
+    from tests.double.http import serve
 
     with serve(StrictCluster()) as url:
         with urllib.request.urlopen(url + "/") as resp:

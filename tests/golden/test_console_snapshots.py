@@ -29,7 +29,7 @@ from es_rag.config import Settings
 from es_rag.filters import SearchFilter
 from es_rag.queries import search_requests, search_template_request
 from es_rag.requests import EsRequest, render
-from es_rag.versioning import VersionGate, registry_index
+from es_rag.versioning import VersionGate
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 QUERY = "How do I reset my password?"
@@ -79,6 +79,11 @@ SETUP_NOTE = (
 )
 
 #: snapshot file -> the comment lines the console output carries, in order.
+GATE_NOTE = (
+    "# version gate: a search reads es-rag-versions/_doc/acme once and adds "
+    '{"bool": {"must_not": [{"terms": {"version_key": [<hidden keys>]}}]}} to every retriever (none shown: no '
+    "cluster; pass --es to read them)"
+)
 COMMENTS: dict[str, list[str]] = {
     "setup_dry_run_default.console.txt": [SETUP_NOTE],
     "setup_dry_run_language_ja.console.txt": [
@@ -86,25 +91,30 @@ COMMENTS: dict[str, list[str]] = {
         "(Japanese): cjk bigrams"
     ],
     "explain_reset_password_acme_support_dims8.console.txt": [
+        GATE_NOTE,
         NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_channel_acme_support_dims8.console.txt": [
+        GATE_NOTE,
         EXACT_NOTE,
         NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_linear_weighted_acme_support_dims8.console.txt": [
+        GATE_NOTE,
         EXACT_NOTE,
         "# channel weights: dense=2.0 (any other channel 1.0)",
         NATIVE_LINEAR,
         "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's linear fusion (minmax) (any licence)",
     ],
     "explain_client_zscore_acme_support_dims8.console.txt": [
+        GATE_NOTE,
         "# native fusion not used (normalizer zscore is client-only): client path only",
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
     ],
     "explain_template_exact_acme_support_dims8.console.txt": [
+        GATE_NOTE,
         "# stored search template es-rag-hybrid (installed by es-rag setup): native rrf over bm25 + dense + exact "
         "with the filter in every child (Enterprise/trial licence)",
     ],
@@ -122,8 +132,9 @@ def expected_requests(snapshot: str) -> list[EsRequest]:
     elif "zscore" in snapshot:
         settings = settings.replace(fusion_method="linear", score_normalizer="zscore")
     query = QUERY_EXACT if "_exact" in snapshot else QUERY
-    # explain prints what the pipeline sends: the caller's filter plus the active-version gate
-    flt = SearchFilter("acme", ("support",)).with_versions(VersionGate("acme", index=registry_index(settings)))
+    # explain prints what the pipeline sends: the caller's filter plus the tenant's registry snapshot, which
+    # without a cluster hides nothing (the gate clause is left out; a comment says where the keys come from)
+    flt = SearchFilter("acme", ("support",)).with_versions(VersionGate("acme"))
     vector = [1.0] + [0.0] * 7  # --no-vector placeholder (unit vector)
     if "template" in snapshot:
         return [search_template_request(query, vector, flt, settings)]

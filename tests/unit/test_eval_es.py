@@ -132,11 +132,18 @@ def test_eval_on_a_cluster_writes_the_corpus_and_scores_like_the_embedded_mirror
     refresh = next(i for i, line in enumerate(lines) if line.endswith("_refresh"))
     assert registry_puts[0] < first_bulk < refresh < registry_puts[-1]
     assert set(json.loads(json.dumps(node.requests[registry_puts[-1]].body))["active"]) == set(corpus)
-    # every search is client-side (one _msearch per query, no native rrf) and carries the tenant + version gate
+    # every search is client-side (one _msearch per query, no native rrf) and carries the tenant; the version
+    # gate is read once per query (a registry GET before each _msearch) and inlined (nothing hidden here: omitted)
     searches = [r for r in node.requests if r.path.endswith("_msearch")]
     assert len(searches) == result["queries"] and not any(r.path.endswith("/_search") for r in node.requests)
     body = json.dumps(searches[0].body)
-    assert '"tenant_id": "eval"' in body and "es-rag-eval-versions" in body
+    assert '"tenant_id": "eval"' in body and "version_key" not in body
+    gate_reads = [i for i, line in enumerate(lines) if line == f"GET /es-rag-eval-versions/_doc/{EVAL_TENANT}"]
+    msearches = [i for i, line in enumerate(lines) if line.endswith("_msearch")]
+    previous = registry_puts[-1]  # after the ingest's own registry reads and writes
+    for m in msearches:  # exactly one registry read since the previous query's _msearch
+        assert len([g for g in gate_reads if previous < g < m]) == 1, lines[previous + 1 : m + 1]
+        previous = m
 
 
 def test_eval_refuses_an_index_created_with_other_bm25_parameters(

@@ -267,12 +267,20 @@ def test_es_store_request_sequence_and_conflict_retry() -> None:
 
 
 def test_es_gate_reaches_parents_and_count_bodies() -> None:
-    client = RecordingClient(lambda m, p, b: {"hits": {"hits": []}, "count": 0})
+    """One registry read per call; its hidden keys inlined into every later request of that call."""
+
+    def answer(method: str, path: str, body: Any) -> Any:
+        if path.endswith("/_doc/acme"):
+            return {"found": True, "_seq_no": 3, "_primary_term": 1, "_source": {"hidden": ["s@v2", "s@v0"]}}
+        return {"hits": {"hits": []}, "count": 0}
+
+    client = RecordingClient(answer)
     backend = ElasticsearchBackend(client, Settings())
     flt = backend.gated(SearchFilter("acme"))
     backend.get_parents(["p"], flt)
     backend.count(flt)
-    lookup = {"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}}
-    assert len(client.calls) == 2
-    for call in client.calls:
-        assert {"bool": {"must_not": [lookup]}} in call.body["query"]["bool"]["filter"], call
+    inline = {"terms": {"version_key": ["s@v0", "s@v2"]}}
+    paths = ["es-rag-versions/_doc/acme", "es-rag-parents/_search", "es-rag-chunks/_count"]
+    assert [c.path for c in client.calls] == paths
+    for call in client.calls[1:]:
+        assert {"bool": {"must_not": [inline]}} in call.body["query"]["bool"]["filter"], call
