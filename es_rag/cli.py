@@ -859,15 +859,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         sections = [_template_section(args.query, vector, flt, settings)]
     else:
         vectors_param = True
+        version: tuple[int, ...] | None = None
         paths: list[bool]
         if backend is not None:
-            vectors_param = backend.probe().vectors_in_source_param
+            caps = backend.probe()
+            vectors_param = caps.vectors_in_source_param is not False
+            version = _version_of(caps.version)
             paths = [backend.fusion_path() == "native"]
         elif settings.fusion is FusionMode.AUTO:
             paths = [True, False]
         else:
             paths = [settings.fusion is FusionMode.NATIVE]
-        sections = explain_sections(args.query, vector, flt, settings, paths=paths, vectors_param=vectors_param)
+        sections = explain_sections(
+            args.query, vector, flt, settings, paths=paths, vectors_param=vectors_param, version=version
+        )
     sections[0] = ([gate_note, *sections[0][0]], sections[0][1])
     if args.format == "json":
         print(render([r for _, reqs in sections for r in reqs], "json"))
@@ -880,6 +885,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 _CHANNEL_LABEL = {"bm25": "BM25", "dense": "kNN", "exact": "exact"}
 
 
+def _version_of(number: str) -> tuple[int, ...] | None:
+    """A probed version number as a tuple, None when unknown."""
+    parts = tuple(int(p) for p in number.split("-")[0].split(".") if p.isdigit())
+    return parts or None
+
+
 def explain_sections(
     query: str,
     vector: Any,
@@ -888,6 +899,7 @@ def explain_sections(
     *,
     paths: Sequence[bool],
     vectors_param: bool = True,
+    version: tuple[int, ...] | None = None,
 ) -> list[tuple[list[str], list[Any]]]:
     """``(comment lines, requests)`` per fusion path ``explain`` prints, chosen as
     :meth:`~es_rag.backends.elasticsearch.ElasticsearchBackend.retrieve` chooses: a single channel or a
@@ -900,8 +912,9 @@ def explain_sections(
         settings: Fusion method, normaliser, weights, exact channel.
         paths: Native (True) and/or client (False), in print order.
         vectors_param: See :func:`es_rag.queries.source_spec`.
+        version: The probed cluster version (weighted rrf, linear and l2_norm are version-gated), None if unknown.
     """
-    from es_rag.queries import EXACT_FIELDS, channel_plan, extract_identifiers, native_supported, search_requests
+    from es_rag.queries import EXACT_FIELDS, channel_plan, extract_identifiers, native_blocker, search_requests
 
     plan = channel_plan(query, vector, settings)
     notes: list[str] = []
@@ -909,8 +922,9 @@ def explain_sections(
         notes.append(
             f"exact channel: identifiers {extract_identifiers(query)} as match_phrase on {', '.join(EXACT_FIELDS)}"
         )
-    if True in paths and (len(plan) < 2 or not native_supported(settings)):
-        why = "one channel" if len(plan) < 2 else f"normalizer {settings.score_normalizer} is client-only"
+    blocker = native_blocker(settings, version)
+    if True in paths and (len(plan) < 2 or blocker):
+        why = "one channel" if len(plan) < 2 else blocker
         notes.append(f"native fusion not used ({why}): client path only")
         paths = [False]
     if settings.channel_weights:
@@ -922,11 +936,13 @@ def explain_sections(
     for native in paths:
         reqs = search_requests(query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
         if native and method == "rrf":
-            label = "native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
+            weighted = ", >= 9.2 for the weights" if settings.channel_weights else ""
+            label = f"native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16{weighted})"
         elif native:
+            l2 = ", >= 9.1 for l2_norm" if settings.score_normalizer == "l2_norm" else ""
             label = (
-                f"native fusion: linear retriever, normalizer {settings.score_normalizer} "
-                "(Enterprise/trial licence, Elasticsearch >= 9.1)"
+                f"native fusion: linear retriever, normalizer {settings.score_normalizer} per child "
+                f"(Enterprise/trial licence, Elasticsearch >= 8.18{l2})"
             )
         else:
             fused = "RRF" if method == "rrf" else f"linear fusion ({settings.score_normalizer})"

@@ -203,7 +203,9 @@ class Settings:
         token_budget: Model-token budget of the packed context.
         chunk_max_tokens: Child chunk size in embedding-model tokens.
         chunk_overlap: Overlap between consecutive child chunks of one section, in tokens.
-        request_timeout: Seconds before an Elasticsearch request is abandoned.
+        request_timeout: Seconds before an Elasticsearch request (search, probe, setup, registry) is abandoned.
+        bulk_timeout: Seconds before one ``_bulk`` request is abandoned: longer, since the first bulks through an
+            ``inference`` pipeline or into a ``semantic_text`` field wait for the model to be allocated.
     """
 
     index_prefix: str = "es-rag"
@@ -264,6 +266,7 @@ class Settings:
     chunk_max_tokens: int = 200
     chunk_overlap: int = 30
     request_timeout: float = 30.0
+    bulk_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "similarity", parse_enum(Similarity, self.similarity, "similarity"))
@@ -338,8 +341,9 @@ class Settings:
             raise ConfigError(f"exact_channel: invalid value {self.exact_channel!r}; valid values: auto, off")
         self._validate_vectors()
         self._validate_post_retrieval()
-        if self.request_timeout <= 0:
-            raise ConfigError(f"request_timeout: must be > 0, got {self.request_timeout}")
+        for name in ("request_timeout", "bulk_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name}: must be > 0, got {getattr(self, name)}")
 
     def _validate_index_options(self) -> None:
         """The ``dense_vector`` ``index_options`` rules of ``DenseVectorFieldMapper`` (refused at setup otherwise)."""

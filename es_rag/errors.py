@@ -52,6 +52,14 @@ class LicenseError(ClusterError):
     """The cluster's licence does not allow a feature (e.g. the native ``rrf`` retriever on Basic)."""
 
 
+class ClusterUnreachable(ClusterError):
+    """No HTTP answer: connection refused, DNS, TLS handshake; the request may not have reached the cluster."""
+
+
+class ClusterTimeout(ClusterError):
+    """No answer within the request timeout; the cluster may still have done the work."""
+
+
 class ModelLoadError(EsRagError):
     """A model (embedder, cross-encoder, tokenizer) could not be loaded."""
 

@@ -386,7 +386,17 @@ def ingest_documents(
                 report.switched.append(
                     {"tenant_id": tenant, "source_id": source_id, "version": version, "retired": old or ""}
                 )
-            store.purge(tenant, [*retired, *bad])
+            purged = store.purge(tenant, [*retired, *bad])
+            if not purged.clean:
+                for source_id, version in [*retired, *bad]:
+                    report.warnings.append(
+                        {
+                            "document": source_id,
+                            "field": "source_version",
+                            "reason": f"old version {version} not fully deleted ({purged.describe()}); it stays "
+                            "hidden and is never served; re-ingest or run delete-source to remove it",
+                        }
+                    )
             for source_id, old in retired:
                 for listener in listeners:
                     listener.on_retired(tenant, source_id, old)

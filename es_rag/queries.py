@@ -229,13 +229,49 @@ def channel_plan(query_text: str, query_vector: object | None, settings: Setting
     return channels
 
 
-def native_supported(settings: Settings) -> bool:
-    """Whether the configured fusion can run natively (``zscore`` exists only on the client).
+WEIGHTED_RRF_MIN_VERSION = (9, 2)
+"""Weighted ``rrf`` children (``{"retriever": ..., "weight": w}``): ``RRFRetrieverComponent``, node feature
+``rrf_retriever.weighted_support`` (9.2); 9.1 and older parse each child as a named retriever and refuse it."""
+LINEAR_MIN_VERSION = (8, 18)
+"""The ``linear`` retriever (``LinearRetrieverBuilder``, node feature ``linear_retriever_supported``: 8.18 / 9.0)."""
+L2_NORM_MIN_VERSION = (9, 1)
+"""The ``l2_norm`` normalizer of the ``linear`` retriever (``linear_retriever.l2_norm``, 9.1)."""
+
+
+def native_blocker(settings: Settings, version: Sequence[int] | None = None) -> str | None:
+    """Why the configured fusion cannot run as a native retriever on a cluster of ``version`` (None: it can).
+
+    ``zscore`` exists only client-side; weighted ``rrf`` needs 9.2, ``linear`` 8.18 and its ``l2_norm`` 9.1. The
+    linear body names the normalizer per child only (a top-level ``normalizer`` next to ``retrievers`` is refused
+    by 9.1 and unknown to 9.0), so it needs no newer version than the retriever itself.
 
     Args:
-        settings: ``fusion_method`` and ``score_normalizer``.
+        settings: ``fusion_method``, ``score_normalizer`` and ``channel_weights``.
+        version: The cluster version, or None when unknown (only the version-free rule applies).
     """
-    return settings.fusion_method == "rrf" or settings.score_normalizer in NATIVE_NORMALIZERS
+    if settings.fusion_method == "linear" and settings.score_normalizer not in NATIVE_NORMALIZERS:
+        return f"normalizer {settings.score_normalizer} exists only client-side"
+    if version is None:
+        return None
+    shown = ".".join(str(p) for p in version)
+    if settings.fusion_method == "rrf" and settings.channel_weights and tuple(version) < WEIGHTED_RRF_MIN_VERSION:
+        return f"weighted rrf needs Elasticsearch >= 9.2 (rrf_retriever.weighted_support), the cluster is {shown}"
+    if settings.fusion_method == "linear":
+        if tuple(version) < LINEAR_MIN_VERSION:
+            return f"the linear retriever needs Elasticsearch >= 8.18, the cluster is {shown}"
+        if settings.score_normalizer == "l2_norm" and tuple(version) < L2_NORM_MIN_VERSION:
+            return f"the l2_norm normalizer needs Elasticsearch >= 9.1, the cluster is {shown}"
+    return None
+
+
+def native_supported(settings: Settings, version: Sequence[int] | None = None) -> bool:
+    """Whether the configured fusion can run natively on ``version`` (:func:`native_blocker` has no objection).
+
+    Args:
+        settings: ``fusion_method``, ``score_normalizer`` and ``channel_weights``.
+        version: The cluster version, or None when unknown.
+    """
+    return native_blocker(settings, version) is None
 
 
 def _child_retriever(
@@ -295,17 +331,13 @@ def native_rrf_body(
         return body
     weights = settings.channel_weights
     if settings.fusion_method == "linear":
+        # the normalizer per child only: a top-level normalizer next to retrievers is refused by 9.1
+        # ("[linear] [normalizer] cannot be provided when [retrievers] is specified") and unknown to 9.0
         entries = [
             {"retriever": child, "weight": weights.get(name, 1.0), "normalizer": settings.score_normalizer}
             for name, child in zip(names, children, strict=True)
         ]
-        body["retriever"] = {
-            "linear": {
-                "retrievers": entries,
-                "rank_window_size": settings.candidate_k,
-                "normalizer": settings.score_normalizer,
-            }
-        }
+        body["retriever"] = {"linear": {"retrievers": entries, "rank_window_size": settings.candidate_k}}
         return body
     rrf_children: list[dict[str, Any]]
     if weights:

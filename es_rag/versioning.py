@@ -172,6 +172,19 @@ class RegistryState:
         gone = set(keys)
         self.hidden = [k for k in self.hidden if k not in gone]
 
+    def hide_source(self, source_id: str) -> None:
+        """Serve nothing of ``source_id`` while some of its documents are still stored (a delete left them):
+        its active version leaves ``active`` and joins ``hidden``; hidden keys of it stay hidden.
+
+        Args:
+            source_id: Source id.
+        """
+        version = self.active.pop(source_id, None)
+        if version is not None:
+            key = version_key(source_id, version)
+            if key not in self.hidden:
+                self.hidden.append(key)
+
     def drop_source(self, source_id: str) -> None:
         """Forget a deleted source entirely.
 
@@ -250,10 +263,12 @@ def _lineage_query(tenant_id: str, source_id: str | None, keys: Sequence[str] | 
 def purge_requests(
     settings: Settings, tenant_id: str, *, source_id: str | None = None, keys: Sequence[str] | None = None
 ) -> list[EsRequest]:
-    """``_delete_by_query`` on the chunk and parent indices for one tenant's source and/or version keys.
+    """``_delete_by_query`` on the chunk and parent indices for one tenant's source and/or version keys, run as
+    tasks (``wait_for_completion=false``; :func:`task_request` reads the result).
 
-    ``conflicts=proceed`` (a concurrent re-ingest must not abort the delete), ``refresh=true`` (the
-    following ``_count`` sees the result).
+    ``conflicts=proceed``: a document changed since the delete's search is not deleted but counted in
+    ``version_conflicts`` (the caller retries, and never forgets a key whose documents remain);
+    ``refresh=true``: the following ``_count`` sees the result.
 
     Args:
         settings: Index names.
@@ -263,9 +278,22 @@ def purge_requests(
     """
     body = {"query": _lineage_query(tenant_id, source_id, keys)}
     return [
-        EsRequest("POST", f"{index}/_delete_by_query?conflicts=proceed&refresh=true", body)
+        EsRequest("POST", f"{index}/_delete_by_query?conflicts=proceed&refresh=true&wait_for_completion=false", body)
         for index in (settings.chunk_index, settings.parent_index)
     ]
+
+
+def task_request(task_id: str, *, wait_s: float) -> EsRequest:
+    """``GET _tasks/<id>`` waiting up to ``wait_s`` for completion (``TaskResult``: ``completed``, ``response`` or
+    ``error``).
+
+    Args:
+        task_id: ``node:number`` as ``wait_for_completion=false`` answered it.
+        wait_s: Server-side wait for this poll.
+    """
+    return EsRequest(
+        "GET", f"_tasks/{urllib.parse.quote(task_id, safe=':')}?wait_for_completion=true&timeout={wait_s:g}s"
+    )
 
 
 def lineage_count_requests(settings: Settings, tenant_id: str, source_id: str) -> list[EsRequest]:

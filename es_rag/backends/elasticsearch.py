@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import random
 import re
+import threading
+import time
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,14 +32,14 @@ from es_rag.assets import (
 )
 from es_rag.backends.base import IndexReport, Retrieval, validate_chunk_source
 from es_rag.config import SEMANTIC_FIELD, Analyzer, FusionMode, Settings, VectorMode
-from es_rag.errors import ClusterError, ConfigError, InputError, LicenseError
+from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError, InputError, LicenseError
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk, Hit
 from es_rag.queries import (
     channel_plan,
     count_request,
     extract_identifiers,
-    native_supported,
+    native_blocker,
     neighbors_request,
     parents_request,
     search_requests,
@@ -59,6 +62,24 @@ def bulk_initial_backoff() -> float:
     return BULK_INITIAL_BACKOFF * (1.0 - BULK_BACKOFF_JITTER * random.random())
 
 
+TRANSPORT_RETRY_STATUSES = (502, 503, 504)
+"""What the transport may resend at once. Not 429: elastic-transport resends a status with no wait at all
+(``Transport.perform_request``; elastic-transport-python#197), so a full queue got four requests in a row;
+:meth:`ElasticsearchBackend.send` and the bulk helper wait before resending a 429."""
+SEND_429_RETRIES = 3
+SEND_429_BACKOFF = 0.5
+"""A 429 answered to :meth:`ElasticsearchBackend.send` is resent after ``b``, ``2b``, ``4b`` seconds, ``b`` drawn from
+``[SEND_429_BACKOFF / 2, SEND_429_BACKOFF]``."""
+UNKNOWN_VERSION = "unknown"
+"""``Capabilities.version`` when ``GET /`` is not allowed (no ``monitor`` privilege)."""
+_ASSET_PRIVILEGE = {
+    "_ingest": "cluster privilege read_pipeline or manage_pipeline",
+    "_component_template": "cluster privilege manage_index_templates or monitor",
+    "_index_template": "cluster privilege manage_index_templates or monitor",
+    "_scripts": "cluster privilege manage",
+}
+BULK_FATAL_STATUSES = (401, 403, 413)
+"""Statuses after which a bulk run stops: resending or going on cannot help (credentials, privileges, size)."""
 NATIVE_RRF_MIN_VERSION = (8, 16)
 EXCLUDE_VECTORS_MIN_VERSION = (9, 2)
 NATIVE_RRF_LICENSES = {"enterprise", "trial"}
@@ -107,16 +128,19 @@ class Capabilities:
     license_status: str
     native_rrf: bool
     native_rrf_reason: str
-    vectors_in_source_param: bool
+    vectors_in_source_param: bool | None
+    """Whether searches send ``_source.exclude_vectors`` (9.2+); None when the version is unknown (learned from the
+    first search's answer)."""
     inference_endpoints: list[str] = field(default_factory=list)
     inference_endpoint_info: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per endpoint id: ``task_type`` and ``service`` as ``GET _inference/_all`` reports them."""
     analysis_plugins: list[str] = field(default_factory=list)
     installed_assets: dict[str, int | None] = field(default_factory=dict)
     installed_analyzers: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Per installed mappings component (``chunks``, ``parents``): text field -> the analyzer it uses as
-    installed (custom analyzers resolved through the installed settings component), see
-    :func:`installed_text_analyzers`."""
+    """Per installed component (``chunks``, ``parents``): text field -> the analyzer it uses as installed (custom
+    analyzers resolved through the component's own analysis settings), see :func:`installed_text_analyzers`."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """GET path -> why the probe could not read it (a 403: the privilege it needs)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -131,6 +155,8 @@ def decide_native_rrf(version: str, license_type: str, license_status: str) -> t
         license_type: ``basic``, ``trial``, ``enterprise``, ...
         license_status: ``active`` or ``expired``.
     """
+    if version == UNKNOWN_VERSION:
+        return False, "version unknown (GET / needs the cluster privilege monitor): client fusion"
     if _version_tuple(version) < NATIVE_RRF_MIN_VERSION:
         return False, f"Elasticsearch {version} < 8.16 has no rrf retriever"
     if license_status != "active":
@@ -143,108 +169,217 @@ def decide_native_rrf(version: str, license_type: str, license_status: str) -> t
 class ElasticsearchBackend:
     """Sends es_rag's requests to a cluster through an ``elasticsearch.Elasticsearch`` client.
 
+    The client is the caller's (an app's connection pool, auth and TLS) or built by :meth:`connect`; every request
+    goes through :meth:`send`, which sets its own retry and timeout options per call. Use the backend as a context
+    manager, or call :meth:`close`, to release the connections.
+
     Args:
         client: A configured client (tests pass one whose transport returns canned responses).
         settings: Index names, candidate counts, fusion mode.
+        url: The cluster address, for messages (read from the client when not given).
     """
 
     name = "elasticsearch"
 
-    def __init__(self, client: Any, settings: Settings) -> None:
+    def __init__(self, client: Any, settings: Settings, *, url: str | None = None) -> None:
         self.client = client
         self.settings = settings
+        self.url = url or _client_url(client)
         self._caps: Capabilities | None = None
+        self._probe_lock = threading.Lock()
 
     @classmethod
     def connect(
         cls,
-        url: str,
+        url: str | None,
         settings: Settings,
         *,
         api_key: str | None = None,
         username: str | None = None,
         password: str | None = None,
         verify_certs: bool = True,
+        ca_certs: str | None = None,
+        ssl_assert_fingerprint: str | None = None,
+        cloud_id: str | None = None,
     ) -> ElasticsearchBackend:
-        """Build a client for ``url``; credentials default to ``ES_API_KEY`` or ``ES_USERNAME``/``ES_PASSWORD``.
+        """Build a client for ``url`` (or an Elastic Cloud ``cloud_id``).
+
+        Credentials: explicit ones first (``api_key``, else ``username``/``password``), then the environment
+        (``ES_API_KEY``, else ``ES_USERNAME``/``ES_PASSWORD``); an environment variable never overrides an explicit
+        credential. The client resends only 502/503/504 at once (never 429, which :meth:`send` and the bulk helper
+        retry with backoff) and uses ``settings.request_timeout``.
 
         Args:
-            url: Cluster URL.
+            url: ``http(s)://host:port``; None with ``cloud_id``.
             settings: Settings (request timeout among them).
             api_key: API key (base64 ``id:key``).
             username: Basic-auth user.
             password: Basic-auth password.
-            verify_certs: Verify TLS certificates.
+            verify_certs: Verify TLS certificates (``--insecure`` turns it off).
+            ca_certs: CA bundle that signed the cluster's certificate (Elasticsearch 9 starts with its own CA:
+                ``config/certs/http_ca.crt``).
+            ssl_assert_fingerprint: SHA-256 fingerprint of the cluster's certificate (instead of a CA).
+            cloud_id: Elastic Cloud deployment id (instead of ``url``).
+
+        Raises:
+            ConfigError: A URL without a scheme, host or port; TLS options on ``http://``; url and cloud_id together.
         """
         from elasticsearch import Elasticsearch
 
-        api_key = api_key or os.environ.get("ES_API_KEY")
-        username = username or os.environ.get("ES_USERNAME")
-        password = password or os.environ.get("ES_PASSWORD")
-        kwargs: dict[str, Any] = {"request_timeout": settings.request_timeout, "verify_certs": verify_certs}
+        kwargs: dict[str, Any] = {
+            "request_timeout": settings.request_timeout,
+            "retry_on_status": TRANSPORT_RETRY_STATUSES,
+            "verify_certs": verify_certs,
+        }
+        if cloud_id:
+            if url:
+                raise ConfigError(
+                    "give either an Elasticsearch URL (--es) or an Elastic Cloud id (--cloud-id), not both"
+                )
+            kwargs["cloud_id"] = cloud_id
+            shown = f"Elastic Cloud deployment {cloud_id.split(':', 1)[0]}"
+        else:
+            url = _check_url(url)
+            shown = url
+            if url.startswith("http://") and (ca_certs or ssl_assert_fingerprint):
+                raise ConfigError(f"--ca-certs / --ssl-assert-fingerprint need an https:// URL, got {url}")
+        if ca_certs:
+            kwargs["ca_certs"] = ca_certs
+        if ssl_assert_fingerprint:
+            kwargs["ssl_assert_fingerprint"] = ssl_assert_fingerprint
+        if not verify_certs:
+            kwargs["ssl_show_warn"] = False  # --insecure is explicit; the CLI says so once
         if api_key:
             kwargs["api_key"] = api_key
         elif username and password:
             kwargs["basic_auth"] = (username, password)
-        return cls(Elasticsearch(url, **kwargs), settings)
+        elif os.environ.get("ES_API_KEY"):
+            kwargs["api_key"] = os.environ["ES_API_KEY"]
+        elif os.environ.get("ES_USERNAME") and os.environ.get("ES_PASSWORD"):
+            kwargs["basic_auth"] = (os.environ["ES_USERNAME"], os.environ["ES_PASSWORD"])
+        try:
+            client = Elasticsearch(None if cloud_id else url, **kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"cannot connect to {shown}: {exc}") from None
+        return cls(client, settings, url=shown)
+
+    def close(self) -> None:
+        """Close the client's connections (the backend cannot be used afterwards)."""
+        self.client.close()
+
+    def __enter__(self) -> ElasticsearchBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- transport -----------------------------------------------------------------------------
-    def send(self, request: EsRequest, *, ignore: Sequence[int] = ()) -> Any:
+    def send(self, request: EsRequest, *, ignore: Sequence[int] = (), timeout: float | None = None) -> Any:
         """Send one request and return the parsed body.
+
+        The transport resends 502/503/504 at once; a 429 (a full queue) is resent here after a jittered,
+        doubling wait, at most ``SEND_429_RETRIES`` times (every request es_rag sends is idempotent). A
+        connection error is resent by the transport; a timeout never is (the cluster may have done the work).
 
         Args:
             request: The request.
             ignore: HTTP statuses returned as a body instead of raised.
+            timeout: Seconds for this request (default ``settings.request_timeout``).
 
         Raises:
-            LicenseError: 403 caused by the licence.
-            ClusterError: Any other error status, or the cluster is unreachable.
+            LicenseError: The licence does not allow the request (``LicenseUtils.newComplianceException``).
+            ClusterUnreachable: No answer: refused, DNS, TLS (the message says which).
+            ClusterTimeout: No answer in time.
+            ClusterError: Any other error status (401 with a credentials hint, 403 with the missing privilege).
         """
-        from elasticsearch import ApiError, TransportError
+        from elastic_transport import TlsError
+        from elasticsearch import ApiError, ConnectionTimeout, TransportError, UnsupportedProductError
 
         headers = _headers(request.is_ndjson, request.body is not None)
-        try:
-            resp = self.client.perform_request(request.method, "/" + request.path, headers=headers, body=request.body)
-            return resp.body
-        except ApiError as exc:
-            if exc.meta.status in ignore:
-                return exc.body
-            body = exc.body
-            text = str(body).lower()
-            if exc.meta.status == 403 and "licen" in text:
-                raise LicenseError(
-                    f"{request.method} {request.path}: licence does not allow this request", status=403, response=body
-                ) from exc
-            if exc.meta.status == 400 and "media_type_header_exception" in text:
+        options: dict[str, Any] = {"retry_on_status": TRANSPORT_RETRY_STATUSES}
+        if timeout is not None:
+            options["request_timeout"] = timeout
+        client = self.client.options(**options)
+        what = f"{request.method} {request.path}"
+        wait = SEND_429_BACKOFF * (1.0 - 0.5 * random.random())
+        for attempt in range(SEND_429_RETRIES + 1):
+            try:
+                resp = client.perform_request(request.method, "/" + request.path, headers=headers, body=request.body)
+                return resp.body
+            except UnsupportedProductError as exc:
                 raise ClusterError(
-                    f"{request.method} {request.path}: the cluster refuses REST compatibility with the installed "
-                    f"elasticsearch client {_client_major()}.x ({_reason(body)}); for an 8.x cluster install the "
-                    "8.x client: pip install 'elasticsearch>=8.18,<9'",
-                    status=400,
-                    response=body,
+                    f"{self.url} answered, but it is not Elasticsearch (no X-Elastic-Product header): check the URL "
+                    "and the port (Elasticsearch listens on 9200 by default; Kibana on 5601 is not it)",
+                    status=exc.meta.status,
                 ) from exc
-            raise ClusterError(
-                f"{request.method} {request.path} failed: {_reason(body)}", status=exc.meta.status, response=body
-            ) from exc
-        except TransportError as exc:
-            raise ClusterError(f"{request.method} {request.path}: cluster unreachable: {exc}") from exc
+            except ApiError as exc:
+                status = exc.meta.status
+                if status in ignore:
+                    return exc.body
+                if status == 429 and attempt < SEND_429_RETRIES:
+                    time.sleep(wait)
+                    wait *= 2
+                    continue
+                raise _api_error(what, status, exc.body, self.url) from exc
+            except ConnectionTimeout as exc:
+                limit = timeout if timeout is not None else self.settings.request_timeout
+                raise ClusterTimeout(
+                    f"{what}: timed out after {limit:g} s without an answer from {self.url} (the cluster may still "
+                    "have done the work; --request-timeout / --bulk-timeout set the limits)"
+                ) from exc
+            except TlsError as exc:
+                raise ClusterUnreachable(
+                    f"TLS with {self.url} failed: {_cause(exc)}. Pass the cluster's CA (--ca-certs, ES_CA_CERTS: "
+                    "Elasticsearch 9 writes config/certs/http_ca.crt) or its certificate fingerprint "
+                    "(--ssl-assert-fingerprint); --insecure skips verification on a throwaway dev cluster"
+                ) from exc
+            except TransportError as exc:
+                raise ClusterUnreachable(f"{what}: cluster unreachable at {self.url}: {_cause(exc)}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- probe / doctor --------------------------------------------------------------------------
     def probe(self, *, refresh: bool = False) -> Capabilities:
-        """Version, licence, inference endpoints, analysis plugins and installed asset versions.
+        """Version, licence, inference endpoints, analysis plugins and installed asset versions, read once
+        (thread-safe) and cached.
+
+        Works with a least-privilege key: every GET that needs more than ``read`` (``monitor`` for ``/``,
+        ``_license`` and ``_nodes/plugins``, ``monitor_inference``, template and pipeline privileges) tolerates a
+        403, which is recorded in ``Capabilities.unreadable`` and leads to the safe choice (client fusion, version
+        features probed on first use); a 403 is never read as a licence refusal.
 
         Args:
             refresh: Probe again even if cached.
         """
-        if self._caps is not None and not refresh:
-            return self._caps
-        root = self.send(EsRequest("GET", ""))
-        version = str(root.get("version", {}).get("number", "0"))
-        lic = self.send(EsRequest("GET", "_license"), ignore=(404,)).get("license", {}) or {}
-        ltype, lstatus = str(lic.get("type", "unknown")), str(lic.get("status", "unknown"))
+        with self._probe_lock:
+            caps = self._caps
+            if caps is None or refresh:
+                caps = self._probe()
+                self._caps = caps
+            return caps
+
+    def _probe(self) -> Capabilities:
+        unreadable: dict[str, str] = {}
+
+        def get(path: str, privilege: str, ignore: tuple[int, ...] = ()) -> Any:
+            resp = self.send(EsRequest("GET", path), ignore=(403, *ignore))
+            if isinstance(resp, dict) and resp.get("status") == 403 and "error" in resp:
+                unreadable[path or "/"] = f"HTTP 403: needs {privilege} ({_reason(resp)})"
+                return None
+            return resp
+
+        root = get("", "cluster privilege monitor")
+        version = str(root.get("version", {}).get("number", "0")) if isinstance(root, dict) else UNKNOWN_VERSION
+        lic_resp = get("_license", "cluster privilege monitor", (404,))
+        if lic_resp is None:
+            ltype, lstatus = "unknown", "unknown"
+        else:
+            lic = lic_resp.get("license", {}) or {} if isinstance(lic_resp, dict) else {}
+            ltype, lstatus = str(lic.get("type", "unknown")), str(lic.get("status", "unknown"))
         native, reason = decide_native_rrf(version, ltype, lstatus)
+        if "_license" in unreadable:
+            reason = f"licence unreadable ({unreadable['_license']}): client fusion"
         try:
-            inf = self.send(EsRequest("GET", "_inference/_all"), ignore=(400, 404))
+            inf = get("_inference/_all", "cluster privilege monitor_inference", (400, 404))
             raw_endpoints = inf.get("endpoints", []) if isinstance(inf, dict) else []
         except ClusterError:
             raw_endpoints = []
@@ -253,14 +388,15 @@ class ElasticsearchBackend:
             str(e.get("inference_id", "?")): {
                 "task_type": str(e.get("task_type", "unknown")),
                 "service": str(e.get("service", "unknown")),
+                "dimensions": str((e.get("service_settings") or {}).get("dimensions", "")),
             }
             for e in raw_endpoints
         }
-        plugins_resp = self.send(EsRequest("GET", "_nodes/plugins"))
+        plugins_resp = get("_nodes/plugins", "cluster privilege monitor")
         plugins = sorted(
             {
                 p.get("name", "")
-                for node in plugins_resp.get("nodes", {}).values()
+                for node in (plugins_resp or {}).get("nodes", {}).values()
                 for p in node.get("plugins", [])
                 if p.get("name", "").startswith("analysis-")
             }
@@ -268,23 +404,24 @@ class ElasticsearchBackend:
         assets: dict[str, int | None] = {}
         installed: dict[str, Any] = {}
         for path in setup_paths(self.settings):  # paths only: works with analyzer=auto unresolved
-            got = self.send(EsRequest("GET", path), ignore=(404,))
+            got = get(path, _ASSET_PRIVILEGE[path.split("/", 1)[0]], (404,))
             assets[path] = _installed_version(path, got)
             installed[path] = got
-        self._caps = Capabilities(
+        known = version != UNKNOWN_VERSION
+        return Capabilities(
             version=version,
             license_type=ltype,
             license_status=lstatus,
             native_rrf=native,
             native_rrf_reason=reason,
-            vectors_in_source_param=_version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION,
+            vectors_in_source_param=_version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION if known else None,
             inference_endpoints=endpoints,
             inference_endpoint_info=endpoint_info,
             analysis_plugins=plugins,
             installed_assets=assets,
             installed_analyzers=installed_text_analyzers(installed, self.settings),
+            unreadable=unreadable,
         )
-        return self._caps
 
     def resolve_analyzer(self, language: str | None = None) -> AnalyzerChoice:
         """The analyzer the templates get on this cluster: ``auto`` resolved against the probed plugins
@@ -305,6 +442,16 @@ class ElasticsearchBackend:
         s = self.settings
         try:
             fusion = self.fusion_path()
+            if fusion == "native":
+                version = _version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None
+                blocker = native_blocker(s, version)
+                fusion = (
+                    f"client ({blocker})"
+                    if blocker
+                    else f"native {s.fusion_method} retriever ({caps.native_rrf_reason})"
+                )
+            else:
+                fusion = f"client {s.fusion_method} over _msearch ({caps.native_rrf_reason})"
         except ConfigError as exc:
             fusion = f"ERROR: {exc}"
         expected = ASSET_VERSION
@@ -417,23 +564,35 @@ class ElasticsearchBackend:
             yield {"_op_type": "index", "_index": index, "_id": c.chunk_id, "_source": doc}
 
     def index(self, chunks: Sequence[Chunk], parents: Sequence[Chunk] = ()) -> IndexReport:
-        """Bulk-index children and parents through the ingest pipelines; 429s are retried with backoff.
+        """Bulk-index children and parents through the ingest pipelines.
+
+        ``helpers.streaming_bulk`` resends 429s (whole request or single documents) after a jittered, doubling
+        wait; the client it gets resends only 502/503/504 itself, and waits ``settings.bulk_timeout`` per request.
+        Every acknowledged document is counted as the stream yields it, so a failure part-way still reports how
+        many landed. A 401, 403 or 413 (credentials, privileges, request size) stops the run with a clear error
+        instead of failing every remaining document the same way.
 
         Args:
             chunks: Child chunks (with vectors unless the cluster embeds).
             parents: Parent sections.
+
+        Raises:
+            ClusterError: A non-retryable refusal or a transport failure, with the count already indexed.
         """
         from elasticsearch import TransportError, helpers
 
         report = IndexReport()
         server_embeds = self.settings.vectors is not VectorMode.CLIENT
+        client = self.client.options(
+            retry_on_status=TRANSPORT_RETRY_STATUSES, request_timeout=self.settings.bulk_timeout
+        )
         for docs, index in ((chunks, self.settings.chunk_index), (parents, self.settings.parent_index)):
             if not docs:
                 continue
             by_id = {c.chunk_id: c for c in docs}
             actions = self._actions(docs, index, not server_embeds, report.failed)
             stream = helpers.streaming_bulk(
-                self.client,
+                client,
                 actions,
                 raise_on_error=False,
                 raise_on_exception=False,
@@ -443,27 +602,34 @@ class ElasticsearchBackend:
                 chunk_size=200,
             )
             try:
-                results = list(stream)
+                for ok, item in stream:
+                    info = next(iter(item.values()))
+                    if ok:
+                        report.indexed += 1
+                        continue
+                    status = info.get("status")
+                    error = info.get("error", {})
+                    if status in BULK_FATAL_STATUSES:
+                        raise ClusterError(
+                            f"bulk indexing into {index} stopped: {_fatal_bulk_reason(status, info)} "
+                            f"({report.indexed} documents were indexed before)",
+                            status=status,
+                            response=error if isinstance(error, dict) else str(error),
+                        )
+                    doc_id = str(info.get("_id"))
+                    chunk = by_id.get(doc_id)
+                    report.failed.append(
+                        {
+                            "document": (chunk.source_path or chunk.source_id) if chunk else doc_id,
+                            "field": _failed_field(error),
+                            "reason": f"chunk {doc_id}: {_reason(error)}",
+                        }
+                    )
             except TransportError as exc:
-                raise ClusterError(
-                    f"bulk indexing into {index} failed: cluster unreachable: {exc} "
+                raise ClusterUnreachable(
+                    f"bulk indexing into {index} failed: cluster unreachable at {self.url}: {_cause(exc)} "
                     f"({report.indexed} documents were indexed before the failure)"
                 ) from exc
-            for ok, item in results:
-                info = next(iter(item.values()))
-                if ok:
-                    report.indexed += 1
-                    continue
-                doc_id = str(info.get("_id"))
-                chunk = by_id.get(doc_id)
-                error = info.get("error", {})
-                report.failed.append(
-                    {
-                        "document": (chunk.source_path or chunk.source_id) if chunk else doc_id,
-                        "field": _failed_field(error),
-                        "reason": f"chunk {doc_id}: {_reason(error)}",
-                    }
-                )
         return report
 
     # -- reads --------------------------------------------------------------------------------
@@ -509,21 +675,15 @@ class ElasticsearchBackend:
             notes.append(f"exact channel: identifiers {extract_identifiers(query_text)}")
         method = settings.fusion_method
         native = self.fusion_path(settings) == "native" and len(plan) > 1
-        if native and not native_supported(settings):
+        blocker = native_blocker(settings, _version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None)
+        if native and blocker:
             native = False
-            notes.append(f"normalizer {settings.score_normalizer} exists only client-side: client path")
+            notes.append(f"{blocker}: client path")
         if native:
-            reqs = search_requests(
-                query_text,
-                query_vector,
-                flt,
-                settings,
-                native=True,
-                vectors_in_source_param=caps.vectors_in_source_param,
-                channels=plan,
-            )
+            reqs = self._search_requests(query_text, query_vector, flt, settings, native=True, channels=plan)
             try:
-                resp = self.send(reqs[0])
+                resp = self._send_search(reqs, query_text, query_vector, flt, settings, native=True, channels=plan)
+                reqs = resp.pop("_es_rag_requests")
                 fused = [
                     _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
@@ -546,17 +706,14 @@ class ElasticsearchBackend:
                     "for this and every later query"
                 )
             except ClusterError as exc:
-                notes.append(f"native {method} failed ({exc}): retried on the client path, one search per channel")
-        reqs = search_requests(
-            query_text,
-            query_vector,
-            flt,
-            settings,
-            native=False,
-            vectors_in_source_param=caps.vectors_in_source_param,
-            channels=plan,
-        )
-        resp = self.send(reqs[0])
+                # only a 4xx is the cluster refusing this body; a timeout, an unreachable cluster or a 5xx is raised
+                # (re-sending after a timeout doubles the load of a cluster that is already slow)
+                if exc.status is None or not 400 <= exc.status < 500:
+                    raise
+                notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
+        reqs = self._search_requests(query_text, query_vector, flt, settings, native=False, channels=plan)
+        resp = self._send_search(reqs, query_text, query_vector, flt, settings, native=False, channels=plan)
+        reqs = resp.pop("_es_rag_requests")
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
@@ -597,6 +754,63 @@ class ElasticsearchBackend:
             notes.append(_server_chunk_note(dense_raw.get("hits", {}).get("hits", [])))
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
         return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
+
+    def _search_requests(
+        self,
+        query_text: str,
+        query_vector: np.ndarray | None,
+        flt: SearchFilter,
+        settings: Settings,
+        *,
+        native: bool,
+        channels: Sequence[str],
+    ) -> list[EsRequest]:
+        vectors_param = self.probe().vectors_in_source_param
+        return search_requests(
+            query_text,
+            query_vector,
+            flt,
+            settings,
+            native=native,
+            vectors_in_source_param=True if vectors_param is None else vectors_param,
+            channels=channels,
+        )
+
+    def _send_search(
+        self,
+        reqs: list[EsRequest],
+        query_text: str,
+        query_vector: np.ndarray | None,
+        flt: SearchFilter,
+        settings: Settings,
+        *,
+        native: bool,
+        channels: Sequence[str],
+    ) -> dict[str, Any]:
+        """Send a search; when the version was unknown (no ``monitor`` privilege) and the cluster refuses
+        ``_source.exclude_vectors`` (before 9.2: ``Unknown key for a VALUE_BOOLEAN in [exclude_vectors].``), learn
+        that once and resend without it. Returns the response with the requests sent under ``_es_rag_requests``."""
+        caps = self.probe()
+        try:
+            resp = dict(self.send(reqs[0]))
+        except ClusterError as exc:
+            if not (caps.vectors_in_source_param is None and exc.status == 400 and "exclude_vectors" in str(exc)):
+                raise
+            caps.vectors_in_source_param = False
+            reqs = self._search_requests(query_text, query_vector, flt, settings, native=native, channels=channels)
+            resp = dict(self.send(reqs[0]))
+        if caps.vectors_in_source_param is None and not native:
+            items = resp.get("responses", [])
+            if not any("exclude_vectors" in str(i.get("error", "")) for i in items):
+                caps.vectors_in_source_param = True
+            else:  # every _msearch item refused the key: learn it and resend
+                caps.vectors_in_source_param = False
+                reqs = self._search_requests(query_text, query_vector, flt, settings, native=native, channels=channels)
+                resp = dict(self.send(reqs[0]))
+        elif caps.vectors_in_source_param is None:
+            caps.vectors_in_source_param = True
+        resp["_es_rag_requests"] = reqs
+        return resp
 
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
         """Parents by id under the same hard filter (a parent of another tenant is never returned).
@@ -886,3 +1100,100 @@ def analysis_report(caps: Capabilities, settings: Settings, *, language: str | N
         "installed": installed,
         "check": check,
     }
+
+
+def is_licence_refusal(body: Any) -> bool:
+    """Whether an error body is a licence refusal: ``LicenseUtils.newComplianceException`` answers 403
+    ``security_exception`` with reason ``current license is non-compliant for [<feature>]`` and the metadata
+    ``es.license.expired.feature`` (rendered without ``es.``). A privilege 403 is also a ``security_exception``
+    but has neither.
+
+    Args:
+        body: The response body.
+    """
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict) or err.get("type") != "security_exception":
+        return False
+    return "license.expired.feature" in err or str(err.get("reason", "")).startswith(
+        "current license is non-compliant for ["
+    )
+
+
+def _api_error(what: str, status: int, body: Any, url: str) -> ClusterError:
+    """The :class:`ClusterError` for an error status, in one line that says what to do."""
+    if status == 403 and is_licence_refusal(body):
+        return LicenseError(f"{what}: licence does not allow this request ({_reason(body)})", status=403, response=body)
+    if status == 401:
+        return ClusterError(
+            f"{what}: authentication failed at {url}: set ES_API_KEY, or ES_USERNAME and ES_PASSWORD ({_reason(body)})",
+            status=401,
+            response=body,
+        )
+    if status == 403:
+        return ClusterError(f"{what}: permission denied: {_reason(body)}", status=403, response=body)
+    text = str(body).lower()
+    if status == 400 and "media_type_header_exception" in text:
+        return ClusterError(
+            f"{what}: the cluster refuses REST compatibility with the installed elasticsearch client "
+            f"{_client_major()}.x ({_reason(body)}); for an 8.x cluster install the 8.x client: "
+            "pip install 'elasticsearch>=8.18,<9'",
+            status=400,
+            response=body,
+        )
+    return ClusterError(f"{what} failed: {_reason(body)}", status=status, response=body)
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost cause of a transport error, in words (``[Errno 111] Connection refused``)."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None or (inner.__context__ is not None and not inner.__suppress_context__):
+        nxt = inner.__cause__ or inner.__context__
+        assert nxt is not None
+        inner = nxt
+    text = str(inner) or type(inner).__name__
+    m = re.search(
+        r"(\[Errno -?\d+\][^')\"]*|CERTIFICATE_VERIFY_FAILED[^')\"]*|[Nn]ame or service not known|"
+        r"timed out|Fingerprints did not match[^')\"]*|WRONG_VERSION_NUMBER[^')\"]*)",
+        text,
+    )
+    return m.group(1).strip() if m else text[:300]
+
+
+def _check_url(url: str | None) -> str:
+    """An Elasticsearch URL with scheme, host and port, or a :class:`ConfigError` that shows the right form."""
+    raw = (url or "").strip().rstrip("/")
+    if not raw:
+        raise ConfigError("no Elasticsearch URL: pass --es http://localhost:9200 (or --cloud-id)")
+    parsed = urllib.parse.urlsplit(raw if "://" in raw else "")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(
+            f"Elasticsearch URL {raw!r} needs a scheme: use http://{raw} or https://{raw} (Elasticsearch 9 serves "
+            "https with its own CA by default)"
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the port is not a number") from None
+    if port is None and parsed.scheme == "http":
+        raise ConfigError(f"Elasticsearch URL {raw!r} has no port: Elasticsearch listens on 9200, e.g. {raw}:9200")
+    return raw
+
+
+def _client_url(client: Any) -> str:
+    """The first node's address of a client, for messages."""
+    try:
+        node = client.transport.node_pool.all()[0]
+        return str(node.base_url)
+    except Exception:  # a stand-in client in tests
+        return "the cluster"
+
+
+def _fatal_bulk_reason(status: int, info: dict[str, Any]) -> str:
+    """A bulk refusal that no retry fixes, in words."""
+    error = info.get("error", {})
+    text = _reason(error) if isinstance(error, dict) else str(error)
+    if status == 401:
+        return f"authentication failed (HTTP 401): set ES_API_KEY, or ES_USERNAME and ES_PASSWORD ({text})"
+    if status == 403:
+        return f"permission denied (HTTP 403): ingest needs the index privileges write and read ({text})"
+    return f"request too large (HTTP 413): fewer or smaller documents per bulk ({text})"

@@ -68,7 +68,9 @@ GOLDEN: dict[str, list[str]] = {
 }
 
 NATIVE_RRF = "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
-NATIVE_LINEAR = "# native fusion: linear retriever, normalizer minmax (Enterprise/trial licence, Elasticsearch >= 9.1)"
+NATIVE_LINEAR = (
+    "# native fusion: linear retriever, normalizer minmax per child (Enterprise/trial licence, Elasticsearch >= 8.18)"
+)
 EXACT_NOTE = (
     "# exact channel: identifiers ['E1042', 'sync_engine.start()'] as match_phrase on text.ident, title.ident, "
     "heading_path.ident"
@@ -110,7 +112,7 @@ COMMENTS: dict[str, list[str]] = {
     ],
     "explain_client_zscore_acme_support_dims8.console.txt": [
         GATE_NOTE,
-        "# native fusion not used (normalizer zscore is client-only): client path only",
+        "# native fusion not used (normalizer zscore exists only client-side): client path only",
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
     ],
     "explain_template_exact_acme_support_dims8.console.txt": [

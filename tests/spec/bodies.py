@@ -318,6 +318,10 @@ class RecordingClient:
         self.calls.append(EsRequest(method, path.lstrip("/"), body))
         return SimpleNamespace(body=self._responder(method, path, body))
 
+    def options(self, **_options: Any) -> RecordingClient:
+        """Per-call options (retries, timeouts) do not change what is recorded: the same client."""
+        return self
+
 
 def _probe_responder(version: str = "9.2.0", license_type: str = "trial") -> Callable[[str, str, Any], Any]:
     def respond(method: str, path: str, body: Any = None) -> Any:

@@ -295,7 +295,7 @@ def test_native_retrieve_sends_one_search_with_the_filter_inside_every_child() -
 
 def test_native_retrieve_with_metadata_filter_and_weights_keeps_filter_in_each_child() -> None:
     settings = SETTINGS.replace(channel_weights={"bm25": 2.0, "dense": 0.5})
-    backend, node = probed(license_type="enterprise", settings=settings)
+    backend, node = probed(version="9.2.0", license_type="enterprise", settings=settings)
     node.route("POST", SEARCH, (200, search_response([])))
     flt = SearchFilter("acme", ("eng", "ops"), metadata={"lang": ("en", "de")})
     backend.retrieve("q", QVEC, flt, settings)
@@ -308,6 +308,30 @@ def test_native_retrieve_with_metadata_filter_and_weights_keeps_filter_in_each_c
     assert [c["weight"] for c in children] == [2.0, 0.5]
     for child in children:
         assert child_retriever(child)[1]["filter"] == expected
+
+
+def test_weighted_rrf_before_9_2_takes_the_client_path() -> None:
+    """Weighted rrf children need RRFRetrieverComponent (rrf_retriever.weighted_support, 9.2); 9.1 refuses them."""
+    settings = SETTINGS.replace(channel_weights={"bm25": 2.0, "dense": 0.5})
+    backend, node = probed(version="9.1.0", license_type="enterprise", settings=settings)
+    node.route("POST", MSEARCH, (200, ok_msearch(["c1"], ["c1"])))
+    ret = backend.retrieve("q", QVEC, FLT, settings)
+    assert node.lines() == [f"POST {MSEARCH}"] and ret.path == "client-rrf"
+    assert ret.notes == [
+        "weighted rrf needs Elasticsearch >= 9.2 (rrf_retriever.weighted_support), the cluster is 9.1.0: client path"
+    ]
+
+
+def test_linear_sends_normalizers_per_child_only() -> None:
+    """9.1 refuses a top-level normalizer next to retrievers ("[linear] [normalizer] cannot be provided when
+    [retrievers] is specified"); per-child normalizers work from 8.18."""
+    settings = SETTINGS.replace(fusion_method="linear", score_normalizer="minmax")
+    backend, node = probed(version="9.1.0", license_type="enterprise", settings=settings)
+    node.route("POST", SEARCH, (200, search_response([])))
+    backend.retrieve("q", QVEC, FLT, settings)
+    linear = node.requests[0].body["retriever"]["linear"]
+    assert "normalizer" not in linear
+    assert [c["normalizer"] for c in linear["retrievers"]] == ["minmax", "minmax"]
 
 
 def test_client_retrieve_sends_one_msearch_whose_bodies_each_carry_the_filter() -> None:
@@ -382,7 +406,7 @@ def test_privilege_403_on_native_search_is_not_mistaken_for_a_licence_error() ->
     node.route("POST", MSEARCH, (200, ok_msearch(["c1"], ["c1"])))
     ret = backend.retrieve("q", QVEC, FLT, SETTINGS)
     assert ret.path == "client-rrf"
-    assert len(ret.notes) == 1 and ret.notes[0].startswith("native rrf failed")
+    assert len(ret.notes) == 1 and ret.notes[0].startswith("native rrf refused")
     assert "licence" not in ret.notes[0]
     assert backend.probe().native_rrf is True  # not a licence problem: the next query tries native again
 
@@ -731,7 +755,7 @@ def test_doctor_reports_nothing_missing_when_assets_are_current() -> None:
     backend, _ = backend_on()
     report = backend.doctor()
     assert report["assets"] == {"expected_version": ASSET_VERSION, "missing_or_stale": {}}
-    assert report["paths"]["fusion"] == "native"
+    assert report["paths"]["fusion"].startswith("native rrf retriever (licence trial on Elasticsearch 9.1.0")
     assert set(report["cluster"]["installed_assets"]) == {r.path for r in setup_requests(SETTINGS)}
 
 
@@ -780,7 +804,7 @@ def test_doctor_reports_the_inference_endpoint_path() -> None:
 def test_doctor_on_basic_reports_client_fusion() -> None:
     backend, _ = backend_on(license_type="basic")
     report = backend.doctor()
-    assert report["paths"]["fusion"] == "client"
+    assert report["paths"]["fusion"].startswith("client rrf over _msearch (licence basic does not include")
     assert report["cluster"]["native_rrf"] is False
 
 

@@ -135,7 +135,7 @@ def test_delete_source_removes_all_lineage(tmp_path: Path, embedder, capsys) -> 
     ingest_documents(docs, chunker=chunker, embedder=embedder, backend=backend)
     listener = Recorder()
     result = delete_source(backend, "acme", "guide", listeners=[listener])
-    assert result == {"deleted": 4, "remaining": {"chunks": 0, "parents": 0}}
+    assert result == {"deleted": 4, "remaining": {"chunks": 0, "parents": 0}, "conflicts": 0, "failures": []}
     assert listener.events == [("deleted", "acme", "guide")]
     assert "guide" not in backend.versions["acme"]["active"]
     assert backend.count(SearchFilter("acme")) == 1
@@ -241,9 +241,15 @@ def test_es_store_request_sequence_and_conflict_retry() -> None:
     store.begin("acme", [("g", "v2")])
     assert store.commit("acme", [("g", "v2")]) == [("g", "v1")]
     assert state["doc"]["hidden"] == ["g@v1"]
-    assert store.purge("acme", [("g", "v1")]) == 6
+    purged = store.purge("acme", [("g", "v1")])
+    assert purged.deleted == 6 and purged.clean and purged.kept_hidden == []
     assert state["doc"] == {"tenant_id": "acme", "active": {"g": "v2"}, "hidden": []}
-    assert store.delete_source("acme", "g") == {"deleted": 6, "remaining": {"chunks": 0, "parents": 0}}
+    assert store.delete_source("acme", "g") == {
+        "deleted": 6,
+        "remaining": {"chunks": 0, "parents": 0},
+        "conflicts": 0,
+        "failures": [],
+    }
     paths = [f"{c.method} {c.path}" for c in client.calls]
     assert paths[:2] == ["GET es-rag-versions/_doc/acme", "PUT es-rag-versions/_doc/acme?op_type=create"]
     assert "POST es-rag-chunks,es-rag-parents/_refresh" in paths

@@ -99,9 +99,9 @@ def test_chunking_settings_bodies() -> None:
 # assets
 # =============================================================================================
 def _mapping(settings: Settings) -> dict[str, Any]:
-    props: dict[str, Any] = render_asset("index_templates", "component-chunks", settings)["template"][
-        "mappings"
-    ]["properties"]
+    props: dict[str, Any] = render_asset("index_templates", "component-chunks", settings)["template"]["mappings"][
+        "properties"
+    ]
     return props
 
 
@@ -366,7 +366,11 @@ def test_doctor_in_client_mode_lists_semantic_candidates() -> None:
     assert report["semantic_text"]["usable"] is False
     assert E5 in report["semantic_text"]["reason"]
     caps = backend.probe()
-    assert caps.inference_endpoint_info[E5] == {"task_type": "text_embedding", "service": "elasticsearch"}
+    assert caps.inference_endpoint_info[E5] == {
+        "task_type": "text_embedding",
+        "service": "elasticsearch",
+        "dimensions": "",
+    }
     assert semantic_text_support(caps, E5)["usable"] is True
 
 
