@@ -4,7 +4,9 @@
 Parsing (at ``PUT _ingest/pipeline``) refuses what ``ConfigurationUtils.readProcessor`` refuses: an unknown
 processor type (``No processor type exists with name [x]``), a parameter the processor does not take
 (``processor [set] doesn't support one or more provided configuration parameters [foo]``), a missing required
-parameter (``[field] required property is missing``). Every ``if`` condition is compiled by the double's
+parameter (``[field] required property is missing``), an empty ``on_failure`` list (``[on_failure] processors
+list cannot be empty``; ``Pipeline.create``: ``pipeline [id] cannot have an empty on_failure option defined``;
+``ingest/50_on_failure.yml``). Every ``if`` condition is compiled by the double's
 Painless subset (:class:`Painless`); a script outside it is refused at PUT time as a double limit, never
 assumed true.
 
@@ -18,6 +20,8 @@ Execution follows the processors' source (research notes of issue 11 in the test
   entries ``0x00`` + key then the value, lists flattened; salt first; standard padded Base64 of the digest;
 * ``remove`` (RemoveProcessor): ``field`` (list) or ``keep``, ``ignore_missing``;
 * ``rename`` (RenameProcessor): ``field`` -> ``target_field``, ``ignore_missing``;
+* ``bytes`` (BytesProcessor, ``ByteSizeValue.parseBytesSizeValue``): a size string (``1kb``) to its bytes,
+  units ``b``, ``k``/``kb``, ``m``/``mb``, ``g``/``gb``, ``t``/``tb``, ``p``/``pb`` (powers of 1024), case-insensitive;
 * ``inference`` with ``input_output`` (InferenceProcessor + ``InferenceResults.writeResultToField``): the
   embedding at ``output_field`` and ``model_id`` next to it (the document root for a dotless output field),
   appended when the target exists; floats widened to doubles.
@@ -54,6 +58,7 @@ PARAMS = {
     "fingerprint": {"fields", "target_field", "salt", "method", "ignore_missing"},
     "remove": {"field", "keep", "ignore_missing"},
     "rename": {"field", "target_field", "ignore_missing", "override"},
+    "bytes": {"field", "target_field", "ignore_missing"},
     "inference": {"model_id", "input_output", "target_field", "field_map", "inference_config", "ignore_missing"},
 }
 FINGERPRINT_METHODS = ("MD5", "SHA-1", "SHA-256", "SHA-512", "MurmurHash3")
@@ -519,6 +524,13 @@ def parse_pipeline(pipeline_id: str, body: Any) -> Pipeline:
             )
     if "processors" not in body:
         raise config_error("pipeline", None, "processors", "required property is missing")
+    if body.get("on_failure") is not None and not body["on_failure"]:
+        raise EsError(
+            400,
+            "parse_exception",
+            f"pipeline [{pipeline_id}] cannot have an empty on_failure option defined",
+            source="server/src/main/java/org/elasticsearch/ingest/Pipeline.java",
+        )
     return Pipeline(
         pipeline_id,
         copy.deepcopy(dict(body)),
@@ -546,6 +558,8 @@ def _parse_processor(spec: Any) -> Processor:
             f"processor [{ptype}] doesn't support one or more provided configuration parameters [{', '.join(extra)}]",
         )
     _check_config(ptype, tag, cfg)
+    if cfg.get("on_failure") is not None and not cfg["on_failure"]:
+        raise config_error(ptype, tag, "on_failure", "processors list cannot be empty")
     condition = Painless(cfg["if"]) if isinstance(cfg.get("if"), str) else None
     if "if" in cfg and condition is None:
         raise DoubleLimit("a non-string (script object) if condition")
@@ -592,6 +606,8 @@ def _check_config(ptype: str, tag: str | None, cfg: dict[str, Any]) -> None:
     elif ptype == "rename":
         required("field")
         required("target_field")
+    elif ptype == "bytes":
+        required("field")
     elif ptype == "inference":
         required("model_id")
         if "input_output" in cfg and "target_field" in cfg:
@@ -756,10 +772,58 @@ def _execute(
             raise IngestFailure(400, "illegal_argument_exception", f"field [{dst}] already exists")
         _remove(doc, src)
         _set(doc, dst, value)
+    elif proc.type == "bytes":
+        src = render_mustache(str(cfg["field"]), template_ctx)
+        found, value = _get(doc, src)
+        if not found or value is None:
+            if cfg.get("ignore_missing"):
+                return
+            if not found:
+                raise not_present(src)
+            raise IngestFailure(400, "illegal_argument_exception", f"field [{src}] is null, cannot process it.")
+        values = value if isinstance(value, list) else [value]
+        out = []
+        for v in values:
+            if not isinstance(v, str):
+                raise IngestFailure(
+                    400,
+                    "illegal_argument_exception",
+                    f"field [{src}] of type [{_java_type(v)}] cannot be cast to [java.lang.String]",
+                )
+            out.append(parse_bytes(v, src))
+        _set(doc, str(cfg.get("target_field", src)), out if isinstance(value, list) else out[0])
     elif proc.type == "inference":
         _inference(cfg, doc, ictx)
     else:  # pragma: no cover - parse_pipeline refuses the rest
         raise DoubleLimit(f"the [{proc.type}] processor")
+
+
+_BYTE_UNITS = {"b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3,
+               "t": 1024**4, "tb": 1024**4, "p": 1024**5, "pb": 1024**5}  # fmt: skip
+
+
+def parse_bytes(text: str, setting: str) -> int:
+    """``ByteSizeValue.parseBytesSizeValue``: ``-1`` and ``0`` alone, else a number and a unit."""
+    value = text.strip().lower()
+    if value in ("-1", "0"):
+        return int(value)
+    m = re.fullmatch(r"(.*?)(pb|tb|gb|mb|kb|p|t|g|m|k|b)", value)
+    if m is None:
+        raise IngestFailure(
+            400,
+            "parse_exception",
+            f"failed to parse setting [{setting}] with value [{text}] as a size in bytes: unit is missing or "
+            "unrecognized",
+        )
+    number = m.group(1).strip()
+    if re.fullmatch(r"\d+", number):
+        return int(number) * _BYTE_UNITS[m.group(2)]
+    raise DoubleLimit(f"the byte size [{text}] (fractional or malformed sizes)")
+
+
+def _java_type(value: Any) -> str:
+    names = {bool: "Boolean", int: "Integer", float: "Double", list: "ArrayList", dict: "LinkedHashMap"}
+    return "java.lang." + names.get(type(value), type(value).__name__)
 
 
 def _inference(cfg: dict[str, Any], doc: dict[str, Any], ictx: IngestContext) -> None:

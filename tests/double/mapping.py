@@ -19,7 +19,13 @@ Each rule names the Elasticsearch source that defines it (elastic/elasticsearch,
   else ``int8_hnsw``);
 * documents: ``StrictDynamicMappingException`` (``mapping set to strict, dynamic introduction of [f] within
   [_doc] is not allowed``), ``DocumentParsingException`` for values a field cannot take, and the dense_vector
-  index-time checks (dims, zero magnitude for cosine, unit length for dot_product).
+  index-time checks (dims, zero magnitude for cosine, unit length for dot_product);
+* dynamic mapping (``dynamic: true``, ``DynamicFieldsBuilder``): a new string becomes ``text`` with a
+  ``keyword`` multi-field (``ignore_above: 256``) unless ``date_detection`` finds a date (``date``), an integer
+  ``long``, a decimal ``float``, a boolean ``boolean``, an object an object mapping
+  (``search.vectors/*`` and ``delete_by_query/10_basic.yml`` search such fields);
+* a field type or index setting Elasticsearch knows but the double does not implement is a double limit, never
+  an ``unknown`` refusal.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tests.double.errors import EsError
+from tests.double.errors import DoubleLimit, EsError
 
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
 SIMILARITY_SRC = "server/src/main/java/org/elasticsearch/index/similarity/SimilarityService.java"
@@ -58,6 +64,22 @@ KNOWN_SETTINGS = (
     "index.codec",
 )
 KNOWN_SETTING_GROUPS = ("index.similarity.", "index.analysis.")
+STORED_SETTINGS = ("index.priority",)
+"""Real index settings (``IndexMetadata.INDEX_PRIORITY_SETTING``) the double only stores: they change nothing it
+models (``indices.put_index_template/15_composition.yml`` creates an index with ``index.priority``)."""
+UNMODELLED_SETTINGS = (
+    "index.mode",
+    "index.routing_path",
+    "index.time_series.start_time",
+    "index.time_series.end_time",
+    "index.query.parse.allow_unmapped_fields",
+    "index.mapping.source.mode",
+    "index.sort.field",
+    "index.sort.order",
+    "index.number_of_routing_shards",
+)
+"""Real index settings (``IndexSettings`` / ``IndexMetadata``) that change behaviour the double does not model:
+double limits."""
 
 
 def flatten_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -88,8 +110,10 @@ def validate_settings(flat: Mapping[str, Any], *, plugins: Iterable[str]) -> Non
         plugins: Installed plugin names (``analysis-kuromoji`` adds the ``kuromoji`` analyzer).
     """
     for key in flat:
-        if key in KNOWN_SETTINGS or key.startswith(KNOWN_SETTING_GROUPS):
+        if key in KNOWN_SETTINGS or key in STORED_SETTINGS or key.startswith(KNOWN_SETTING_GROUPS):
             continue
+        if key in UNMODELLED_SETTINGS:
+            raise DoubleLimit(f"the index setting [{key}]")
         raise EsError(
             400,
             "illegal_argument_exception",
@@ -362,6 +386,17 @@ FIELD_PARAMS: dict[str, set[str]] = {
     "dense_vector": {"type", "dims", "element_type", "index", "similarity", "index_options", "meta"},
     "semantic_text": {"type", "inference_id", "search_inference_id", "chunking_settings", "model_settings", "meta"},
 }
+REGISTERED_TYPES = {
+    "binary", "constant_keyword", "wildcard", "match_only_text", "search_as_you_type", "completion", "token_count",
+    "short", "byte", "half_float", "scaled_float", "unsigned_long", "date_nanos", "ip", "geo_point", "geo_shape",
+    "point", "shape", "flattened", "nested", "join", "percolator", "integer_range", "float_range", "long_range",
+    "double_range", "date_range", "ip_range", "alias", "version", "histogram", "aggregate_metric_double",
+    "sparse_vector", "rank_feature", "rank_features", "rank_vectors", "counted_keyword", "passthrough",
+    "annotated_text", "murmur3", "semantic_text", "dense_vector", "keyword", "text", "integer", "long", "float",
+    "double", "boolean", "date", "object",
+}  # fmt: skip
+"""Field types a default distribution registers (``IndicesModule.getMappers`` plus modules and x-pack mapper
+plugins): the ones outside :data:`FIELD_PARAMS` are double limits, not ``No handler for type``."""
 SIMILARITIES = ("l2_norm", "cosine", "dot_product", "max_inner_product")
 VECTOR_INDEX_TYPES: dict[str, set[str]] = {
     "hnsw": {"type", "m", "ef_construction"},
@@ -487,6 +522,8 @@ def _parse_field(
     if not ftype:
         raise mapping_error(f"No type specified for field [{name}]")
     if ftype not in FIELD_PARAMS:
+        if ftype in REGISTERED_TYPES:
+            raise DoubleLimit(f"the [{ftype}] field type")
         raise mapping_error(f"No handler for type [{ftype}] declared on field [{name}]")
     for param in spec:
         if param not in FIELD_PARAMS[ftype]:
@@ -555,6 +592,8 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
         )
     if indexed and similarity is None:
         spec["similarity"] = "l2_norm" if element == "bit" else "cosine"
+    if indexed:  # 8.11+ serializes [index] (search.vectors/80_dense_vector_indexed_by_default.yml)
+        spec["index"] = True
     opts = spec.get("index_options")
     if opts is not None:
         if not isinstance(opts, Mapping) or "type" not in opts:
@@ -620,11 +659,17 @@ def validate_document(mapping: Mapping_, source: Mapping[str, Any], doc_id: str 
         source: The document (after the ingest pipeline).
         doc_id: Its id (for messages).
     """
-    _validate_object(mapping.fields, mapping.dynamic, source, "", "_doc", doc_id)
+    _validate_object(mapping.fields, mapping.dynamic, source, "", "_doc", doc_id, mapping)
 
 
 def _validate_object(
-    fields: dict[str, FieldSpec], dynamic: str, obj: Mapping[str, Any], prefix: str, where: str, doc_id: str | None
+    fields: dict[str, FieldSpec],
+    dynamic: str,
+    obj: Mapping[str, Any],
+    prefix: str,
+    where: str,
+    doc_id: str | None,
+    mapping: Mapping_ | None = None,
 ) -> None:
     for key, value in obj.items():
         path = f"{prefix}{key}"
@@ -637,11 +682,69 @@ def _validate_object(
                     f"[1:2] mapping set to strict, dynamic introduction of [{key}] within [{where}] is not allowed",
                     source="server/src/main/java/org/elasticsearch/index/mapper/StrictDynamicMappingException.java",
                 )
-            continue  # dynamic true/false/runtime: the double does not type new fields
-        _validate_value(spec, value, path, doc_id, dynamic)
+            if dynamic != "true" or mapping is None:
+                continue  # dynamic false: kept in _source, not indexed; runtime: not typed by the double
+            if "." in key:
+                raise DoubleLimit(f"dynamic mapping of the dotted field name [{path}]")
+            raw = _dynamic_mapping(value, mapping.raw)
+            if raw is None:
+                continue  # null or an empty array: no mapping yet
+            _raw_properties(mapping.raw, prefix)[key] = raw
+            spec = _spec_from_raw(path, raw)
+            fields[key] = spec
+        _validate_value(spec, value, path, doc_id, dynamic, mapping)
 
 
-def _validate_value(spec: FieldSpec, value: Any, path: str, doc_id: str | None, dynamic: str) -> None:
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}([.,]\d{1,9})?)?(Z|[+-]\d{2}(:?\d{2})?)?)?")
+"""``strict_date_optional_time`` from a full date on (the first of ``dynamic_date_formats``)."""
+
+
+def _dynamic_mapping(value: Any, root: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The mapping ``DynamicFieldsBuilder`` adds for a new field holding ``value`` (None: none yet)."""
+    if isinstance(value, list):
+        if 128 <= len(value) <= 4096 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            raise DoubleLimit("dynamic mapping of a numeric array as a dense_vector (8.11+)")
+        first = next((v for v in value if v is not None), None)
+        return None if first is None else _dynamic_mapping(first, root)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "long"}
+    if isinstance(value, float):
+        return {"type": "float"}
+    if isinstance(value, Mapping):
+        return {"properties": {}}
+    text = str(value)
+    if root.get("numeric_detection") in (True, "true"):
+        raise DoubleLimit("numeric_detection")
+    if root.get("date_detection", True) not in (False, "false"):
+        if _DATE.fullmatch(text):
+            return {"type": "date"}
+        if re.fullmatch(r"\d{4}(-\d{2})?|\d{4}/\d{2}/\d{2}.*", text):
+            raise DoubleLimit(f"dynamic date detection of [{text}]")
+    return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+
+
+def _raw_properties(raw: dict[str, Any], prefix: str) -> dict[str, Any]:
+    node: dict[str, Any] = raw
+    for part in [p for p in prefix.split(".") if p]:
+        node = node.setdefault("properties", {}).setdefault(part, {})
+    props: dict[str, Any] = node.setdefault("properties", {})
+    return props
+
+
+def _spec_from_raw(name: str, raw: Mapping[str, Any]) -> FieldSpec:
+    spec = FieldSpec(name, str(raw.get("type", "object")), dict(raw))
+    for sub, sub_raw in (raw.get("fields") or {}).items():
+        spec.subfields[sub] = _spec_from_raw(f"{name}.{sub}", sub_raw)
+    return spec
+
+
+def _validate_value(
+    spec: FieldSpec, value: Any, path: str, doc_id: str | None, dynamic: str, mapping: Mapping_ | None = None
+) -> None:
     if value is None:
         return
     values = value if isinstance(value, list) and spec.type not in ("dense_vector",) else [value]
@@ -658,7 +761,7 @@ def _validate_value(spec: FieldSpec, value: Any, path: str, doc_id: str | None, 
                     doc_id,
                 )
             sub_dynamic = str(spec.params.get("dynamic", dynamic)).lower()
-            _validate_object(spec.properties, sub_dynamic, v, f"{path}.", path, doc_id)
+            _validate_object(spec.properties, sub_dynamic, v, f"{path}.", path, doc_id, mapping)
         elif spec.type in ("keyword", "text"):
             if isinstance(v, Mapping):
                 raise _doc_error(

@@ -8,7 +8,18 @@ retrievers (``RetrieverBuilder.parseInnerRetrieverBuilder``: ``unknown retriever
 ``knn``, kNN ``k``/``num_candidates`` bounds (``KnnSearchBuilder``), and the version and licence gates of the
 ``rrf`` and ``linear`` retrievers (``RRFRetrieverBuilder``, ``RRFRetrieverComponent``,
 ``LinearRetrieverBuilder``, ``x-pack/plugin/rank-rrf/src/yamlRestTest/.../license/100_license.yml``) and of
-``_source.exclude_vectors`` (9.2, ``FetchSourceContext``).
+``_source.exclude_vectors`` (9.2, ``FetchSourceContext``). A query Elasticsearch registers but the double does
+not evaluate (``SearchModule.registerQueryParsers``) is a double limit, never an ``unknown query``.
+
+Fetching follows ``FetchFieldsPhase`` for the ``fields`` option: values of mapped leaf fields (and multi-fields)
+read from ``_source`` and formatted by the field type, always as arrays, the ``fields`` key left out of a hit
+without any; ``track_total_hits: false`` leaves ``hits.total`` out (``SearchHits``). ``term`` / ``terms`` match
+the indexed terms (``TermQueryBuilder``: the analyzed tokens of a ``text`` field, the value of a ``keyword``, the
+number of a numeric field, the id for ``_id``; an unmapped field matches nothing) and a ``term`` on a ``text``
+field scores BM25. A compound retriever's ``hits.total`` counts every document a child matched, not only the
+ranked window (``rrf/300_rrf_retriever.yml``, ``linear/10_linear_retriever.yml``); ``rank_window_size`` is checked
+against ``size`` alone (``CompoundRetrieverBuilder``). The kNN ``similarity`` threshold keeps the documents whose
+raw similarity passes it (``KnnSearchBuilder``, ``search.vectors/40_knn_search.yml``).
 
 Scoring is the double's own, independent of es_rag's code: Lucene BM25 per field over the field's analyzer,
 ``multi_match`` ``best_fields`` with ``tie_breaker``, ``dis_max``, phrase counts, exact kNN scored per the
@@ -24,6 +35,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from tests.double.errors import DoubleLimit, EsError, parse_error
@@ -44,7 +56,9 @@ TOP_LEVEL = {
     "profile", "version", "seq_no_primary_term", "track_scores", "indices_boost", "rescore", "script_fields",
     "stats", "ext",
 }  # fmt: skip
-IMPLEMENTED_TOP = {"query", "knn", "retriever", "size", "from", "_source", "highlight", "sort", "track_total_hits"}
+IMPLEMENTED_TOP = {
+    "query", "knn", "retriever", "size", "from", "_source", "highlight", "sort", "track_total_hits", "fields",
+}  # fmt: skip
 QUERY_PARAMS: dict[str, set[str]] = {
     "match_all": {"boost", "_name"},
     "bool": {"must", "filter", "should", "must_not", "minimum_should_match", "boost", "_name"},
@@ -56,9 +70,10 @@ QUERY_PARAMS: dict[str, set[str]] = {
     "dis_max": {"queries", "tie_breaker", "boost", "_name"},
     "ids": {"values", "boost", "_name"},
     "semantic": {"field", "query", "boost", "_name"},
+    "constant_score": {"filter", "boost", "_name"},
 }  # fmt: skip
 FIELD_QUERIES = {
-    "term": {"value", "boost", "case_insensitive", "_name"},
+    "term": {"value", "term", "boost", "case_insensitive", "_name"},
     "match_phrase": {"query", "analyzer", "slop", "boost", "zero_terms_query", "_name"},
     "match": {
         "query",
@@ -73,6 +88,19 @@ FIELD_QUERIES = {
     "range": {"gt", "gte", "lt", "lte", "format", "boost", "time_zone", "relation", "_name"},
 }
 ALL_QUERIES = set(QUERY_PARAMS) | set(FIELD_QUERIES) | {"terms", "knn"}
+REGISTERED_QUERIES = ALL_QUERIES | {
+    "match_none", "match_phrase_prefix", "match_bool_prefix", "combined_fields", "query_string",
+    "simple_query_string", "boosting", "function_score", "script_score", "script", "wrapper", "fuzzy", "regexp",
+    "prefix", "wildcard", "exists", "terms_set", "intervals", "distance_feature", "more_like_this", "nested",
+    "span_term", "span_not", "span_within", "span_containing", "span_first", "span_near", "span_or",
+    "span_multi", "field_masking_span", "geo_distance", "geo_bounding_box", "geo_grid", "geo_shape", "shape",
+    "rank_feature", "has_child", "has_parent", "parent_id", "percolate", "pinned", "rule", "sparse_vector",
+    "text_expansion", "weighted_tokens",
+}  # fmt: skip
+"""Queries a default distribution registers (``SearchModule.registerQueryParsers`` plus the modules and x-pack
+plugins that add queries): the ones outside :data:`ALL_QUERIES` are double limits, not unknown queries."""
+FETCH_FIELD_TYPES = {"keyword", "text", "integer", "long", "float", "double", "boolean", "date", "dense_vector"}
+"""Field types whose ``fields`` values the double formats (``MappedFieldType.valueFetcher``)."""
 MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
 BASE_RETRIEVER_KEYS = {"filter", "_name", "min_score"}
 RETRIEVER_KEYS = {
@@ -178,6 +206,10 @@ class IndexView:
     b: float
     semantic: dict[str, dict[str, list[tuple[str, list[float]]]]]
     """semantic_text field -> doc id -> [(chunk text, embedding)]."""
+    shards: int = 1
+    """``index.number_of_shards`` (``_shards.total`` of a search counts every shard searched)."""
+    max_terms_count: int = 65536
+    """``index.max_terms_count`` (``IndexSettings.MAX_TERMS_COUNT_SETTING``, default 65536)."""
 
 
 class Searcher:
@@ -235,10 +267,16 @@ class Searcher:
                         source=SEARCH_SRC,
                     )
         source_spec = self._source_spec(body.get("_source"))
+        fetch_fields = self._fields_spec(body.get("fields"))
+        if _named(body.get("query")) or _named(body.get("knn")):
+            raise DoubleLimit("named queries (_name: hits[].matched_queries)")
         size = int(body.get("size", 10))
         start = int(body.get("from", 0))
+        total: int | None = None
         if "retriever" in body:
-            ranked = self.retriever(body["retriever"], size + start)
+            self._last_matched: set[tuple[str, str]] = set()
+            ranked = self.retriever(body["retriever"], size)
+            total = len(self._last_matched)
         else:
             ranked = self._query_and_knn(body, size + start)
         if "sort" in body:
@@ -250,21 +288,31 @@ class Searcher:
             src = self.filter_source(view, view.docs[doc_id], source_spec)
             if src is not None:
                 hit["_source"] = src
+            if fetch_fields:
+                fetched = self.fetch_fields(view, view.docs[doc_id], fetch_fields)
+                if fetched:
+                    hit["fields"] = fetched
             if "highlight" in body:
                 hl = self._highlight(view, doc_id, body["highlight"], body)
                 if hl:
                     hit["highlight"] = hl
             hits.append(hit)
         scores = [s for _, _, s in ranked if s is not None]
+        out_hits: dict[str, Any] = {"max_score": max(scores) if scores else None, "hits": hits}
+        track = body.get("track_total_hits", 10000)
+        if track is not False:
+            limit = None if track is True else int(track)
+            matched = len(ranked) if total is None else total
+            if limit is not None and matched > limit:
+                out_hits["total"] = {"value": limit, "relation": "gte"}
+            else:
+                out_hits["total"] = {"value": matched, "relation": "eq"}
+        shards = sum(v.shards for v in self.views)
         return {
             "took": 1,
             "timed_out": False,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {
-                "total": {"value": len(ranked), "relation": "eq"},
-                "max_score": max(scores) if scores else None,
-                "hits": hits,
-            },
+            "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
+            "hits": out_hits,
         }
 
     def count(self, body: Mapping[str, Any]) -> int:
@@ -322,6 +370,49 @@ class Searcher:
             src = {k: v for k, v in src.items() if any(_wild(p, k) for p in _as_list(includes))}
         return {k: v for k, v in src.items() if not any(_wild(p, k) for p in _as_list(excludes))}
 
+    # -- fields ----------------------------------------------------------------------------------------------
+    def _fields_spec(self, spec: Any) -> list[str]:
+        """The ``fields`` patterns (``FieldAndFormat``: a name or ``{"field", "format", "include_unmapped"}``)."""
+        if spec is None:
+            return []
+        if not isinstance(spec, list):
+            raise EsError(400, "parsing_exception", "Expected [START_ARRAY] for [fields]", source=SEARCH_SRC)
+        out = []
+        for item in spec:
+            if isinstance(item, Mapping):
+                for key in item:
+                    if key not in ("field", "format", "include_unmapped"):
+                        raise parse_error(
+                            "fields",
+                            key,
+                            source="server/src/main/java/org/elasticsearch/search/fetch/subphase/FieldAndFormat.java",
+                        )
+                if item.get("format") is not None or item.get("include_unmapped"):
+                    raise DoubleLimit("the [format] / [include_unmapped] options of [fields]")
+                item = item.get("field")
+            if not isinstance(item, str):
+                raise EsError(400, "parsing_exception", "[fields] entries must name a field", source=SEARCH_SRC)
+            if item.startswith("_"):
+                raise DoubleLimit(f"fetching the metadata field [{item}] with [fields]")
+            out.append(item)
+        return out
+
+    def fetch_fields(self, view: IndexView, doc: Mapping[str, Any], patterns: list[str]) -> dict[str, list[Any]]:
+        """``FetchFieldsPhase``: every mapped leaf field (multi-fields included) a pattern matches, with its
+        ``_source`` values formatted by the field type; fields without values are left out."""
+        out: dict[str, list[Any]] = {}
+        for name, spec, source_path in _leaf_fields(view.fields):
+            if not any(_wild(p, name) for p in patterns):
+                continue
+            if spec.type not in FETCH_FIELD_TYPES:
+                raise DoubleLimit(f"fetching a [{spec.type}] field with [fields]")
+            raw = _values(doc, source_path)
+            values = [_fetch_value(spec.type, v) for v in _flatten(raw)] if spec.type != "dense_vector" else raw
+            values = [v for v in values if v is not None]
+            if values:
+                out[name] = values
+        return out
+
     # -- queries ---------------------------------------------------------------------------------------------
     def _query_and_knn(self, body: Mapping[str, Any], window: int) -> list[tuple[IndexView, str, float | None]]:
         query = body.get("query")
@@ -353,8 +444,10 @@ class Searcher:
                 400, "parsing_exception", "[_na] query malformed, must start with start_object", source=QUERY_SRC
             )
         ((kind, spec),) = query.items()
-        if kind not in ALL_QUERIES:
+        if kind not in REGISTERED_QUERIES:
             raise EsError(400, "parsing_exception", f"unknown query [{kind}]", source=QUERY_SRC)
+        if kind not in ALL_QUERIES:
+            raise DoubleLimit(f"the [{kind}] query")
         if kind in QUERY_PARAMS:
             for key in spec:
                 if key not in QUERY_PARAMS[kind]:
@@ -414,6 +507,15 @@ class Searcher:
         if kind == "dis_max":
             for sub in spec.get("queries", []):
                 self.validate_query(sub)
+        if kind == "constant_score":
+            if "filter" not in spec:
+                raise EsError(
+                    400,
+                    "parsing_exception",
+                    "[constant_score] requires a 'filter' element",
+                    source="server/src/main/java/org/elasticsearch/index/query/ConstantScoreQueryBuilder.java",
+                )
+            self.validate_query(spec["filter"])
         if kind == "knn":
             raise DoubleLimit("the knn query (use the knn section or the knn retriever)")
 
@@ -452,8 +554,11 @@ class Searcher:
             return 1.0
         if kind == "term":
             ((fld, value),) = ((k, v) for k, v in spec.items() if k not in ("boost", "_name"))
-            value = value.get("value") if isinstance(value, Mapping) else value
-            return 1.0 if _norm(value) in [_norm(v) for v in _values(doc, fld)] else None
+            if isinstance(value, Mapping):
+                if value.get("case_insensitive"):
+                    raise DoubleLimit("case_insensitive term queries")
+                value = value.get("value", value.get("term"))
+            return self._term(view, doc_id, fld, [value], score_text=True)
         if kind == "terms":
             ((fld, values),) = ((k, v) for k, v in spec.items() if k not in ("boost", "_name"))
             if isinstance(values, Mapping):
@@ -462,9 +567,10 @@ class Searcher:
                     lookups[id(values)] = [str(v) for v in self.lookup(values["index"], values["id"], values["path"])]
                     self._lookups = lookups
                 allowed = set(lookups[id(values)])
-            else:
-                allowed = {_norm(v) for v in values}
-            return 1.0 if {_norm(v) for v in _values(doc, fld)} & allowed else None
+                _check_terms_count(view, len(allowed))
+                return self._term(view, doc_id, fld, sorted(allowed), score_text=False)
+            _check_terms_count(view, len(values))
+            return self._term(view, doc_id, fld, list(values), score_text=False)
         if kind == "ids":
             return 1.0 if doc_id in {str(v) for v in spec["values"]} else None
         if kind == "range":
@@ -525,7 +631,40 @@ class Searcher:
             return float(count) if count else None
         if kind == "semantic":
             return self._semantic(spec, view, doc_id)
+        if kind == "constant_score":  # ConstantScoreQueryBuilder: the filter's matches, each scored [boost]
+            return float(spec.get("boost", 1.0)) if self._score(spec["filter"], view, doc_id) is not None else None
         raise DoubleLimit(f"the [{kind}] query")
+
+    def _term(self, view: IndexView, doc_id: str, fld: str, terms: list[Any], *, score_text: bool) -> float | None:
+        """Whether the indexed terms of ``fld`` hold one of ``terms`` (``TermQueryBuilder`` /
+        ``TermsQueryBuilder``: terms are not analyzed); a ``term`` on a ``text`` field scores BM25."""
+        if fld == "_id":
+            return 1.0 if doc_id in {_norm(t) for t in terms} else None
+        spec = _resolve_field(view.fields, fld)
+        if spec is None:
+            return None  # unmapped: MatchNoDocsQuery
+        source_path = fld if fld in _source_paths(view.fields) else fld.rsplit(".", 1)[0]
+        values = _flatten(_values(view.docs[doc_id], source_path))
+        if spec.type == "text":
+            tokens = self._field_analyzer(view, fld)(" ".join(str(v) for v in values))
+            hit = [str(t) for t in terms if str(t) in tokens]
+            if not hit:
+                return None
+            return self._bm25_tokens(view, fld, hit, doc_id) if score_text else 1.0
+        if spec.type in ("integer", "long", "float", "double"):
+            try:
+                wanted = {float(t) for t in terms}
+                return 1.0 if any(float(v) in wanted for v in values) else None
+            except (TypeError, ValueError):
+                raise EsError(
+                    400,
+                    "query_shard_exception",
+                    f'failed to create query: For input string: "{terms[0]}"',
+                    source="server/src/main/java/org/elasticsearch/index/mapper/NumberFieldMapper.java",
+                ) from None
+        if spec.type in ("keyword", "boolean", "date"):
+            return 1.0 if {_norm(v) for v in values} & {_norm(t) for t in terms} else None
+        raise DoubleLimit(f"term queries on a [{spec.type}] field")
 
     def _field_analyzer(self, view: IndexView, path: str) -> Callable[[str], list[str]]:
         base, _, sub = path.partition(".")
@@ -560,12 +699,15 @@ class Searcher:
         return self._stats[key]
 
     def _bm25(self, view: IndexView, fld: str, text: str, doc_id: str) -> float:
+        return self._bm25_tokens(view, fld, self._field_analyzer(view, fld)(text), doc_id)
+
+    def _bm25_tokens(self, view: IndexView, fld: str, tokens: list[str], doc_id: str) -> float:
         n, avg, df, toks = self._stats_for(view, fld)
         doc_toks = toks.get(doc_id)
         if not doc_toks:
             return 0.0
         score = 0.0
-        for term in self._field_analyzer(view, fld)(text):
+        for term in tokens:
             tf = doc_toks.count(term)
             if not tf:
                 continue
@@ -654,13 +796,17 @@ class Searcher:
                     source="server/src/main/java/org/elasticsearch/index/mapper/vectors/DenseVectorFieldMapper.java",
                 )
             similarity = str(fspec.params.get("similarity", "cosine"))
+            threshold = None if clause.get("similarity") is None else _min_score(similarity, clause["similarity"])
             for doc_id, doc in view.docs.items():
                 vec = doc.get(str(clause["field"]))
                 if not isinstance(vec, list) or not vec:
                     continue
                 if not all(self._score(f, view, doc_id) is not None for f in filters):
                     continue
-                out.append((vi, doc_id, vector_score(similarity, [float(x) for x in vec], query)))
+                score = vector_score(similarity, [float(x) for x in vec], query)
+                if threshold is not None and score < threshold:
+                    continue  # KnnSearchBuilder similarity: below the raw similarity threshold
+                out.append((vi, doc_id, score))
         out.sort(key=lambda x: -x[2])
         return out[:k]
 
@@ -692,6 +838,9 @@ class Searcher:
         for f in filters:
             self.validate_query(f)
         if kind == "standard":
+            for key in ("sort", "search_after", "terminate_after", "collapse"):
+                if key in spec:
+                    raise DoubleLimit(f"[{key}] in a standard retriever")
             query = spec.get("query", {"match_all": {}})
             self.validate_query(query)
             out = []
@@ -703,6 +852,7 @@ class Searcher:
                     if s is not None:
                         out.append((view, doc_id, s))
             out.sort(key=lambda x: -float(x[2] or 0))
+            self._last_matched = {(v.name, d) for v, d, _ in out}
             return out
         if kind == "knn":
             for key in ("k", "num_candidates"):
@@ -713,7 +863,11 @@ class Searcher:
                         f"[knn] failed to parse field [{key}]: required",
                         source=RETRIEVER_SRC,
                     )
-            return [(self.views[vi], d, s) for vi, d, s in self._knn(spec, default_k=int(spec["k"]))]
+            found: list[tuple[IndexView, str, float | None]] = [
+                (self.views[vi], d, s) for vi, d, s in self._knn(spec, default_k=int(spec["k"]))
+            ]
+            self._last_matched = {(v.name, d) for v, d, _ in found}
+            return found
         return self._compound(kind, spec, filters, window)
 
     def _compound(
@@ -744,12 +898,14 @@ class Searcher:
         for entry in spec.get("retrievers") or []:
             children.append(self._component(kind, entry, top_normalizer))
         results = []
+        matched: set[tuple[str, str]] = set()
         for child, weight, normalizer in children:
             if (
                 filters
             ):  # a compound retriever's filter is pushed into every child (RetrieverBuilder.preFilterQueryBuilders)
                 child = _with_filter(child, filters)
             ranked = self.retriever(child, rank_window)[:rank_window]
+            matched |= self._last_matched  # the final RankDocsQuery counts every child's matches
             results.append((ranked, weight, normalizer))
         fused: dict[tuple[str, str], float] = {}
         first: dict[tuple[str, str], int] = {}
@@ -769,6 +925,7 @@ class Searcher:
                     assert norm is not None
                     fused[key] = fused.get(key, 0.0) + weight * norm[rank - 1]
         order = sorted(fused, key=lambda key: (-fused[key], first[key]))[:rank_window]
+        self._last_matched = matched
         return [(views[key], key[1], fused[key]) for key in order]
 
     def _component(self, kind: str, entry: Any, top_normalizer: str | None) -> tuple[Any, float, str | None]:
@@ -931,6 +1088,119 @@ def _values(doc: Mapping[str, Any], fld: str) -> list[Any]:
     if node is None:
         return []
     return list(node) if isinstance(node, list) else [node]
+
+
+def _check_terms_count(view: IndexView, count: int) -> None:
+    """``TermsQueryBuilder.doToQuery``: more terms than ``index.max_terms_count`` fail every shard
+    (``search/170_terms_query.yml``)."""
+    if count > view.max_terms_count:
+        raise EsError(
+            400,
+            "search_phase_execution_exception",
+            "all shards failed",
+            source="server/src/main/java/org/elasticsearch/index/query/TermsQueryBuilder.java",
+            caused_by={
+                "type": "illegal_argument_exception",
+                "reason": f"The number of terms [{count}] used in the Terms Query request has exceeded the allowed "
+                f"maximum of [{view.max_terms_count}]. This maximum can be set by changing the [index.max_terms_count] "
+                "index level setting.",
+            },
+        )
+
+
+def _named(node: Any) -> bool:
+    """Whether a query tree (or kNN section) names a clause (``_name``)."""
+    if isinstance(node, Mapping):
+        return isinstance(node.get("_name"), str) or any(_named(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_named(v) for v in node)
+    return False
+
+
+def _min_score(similarity: str, raw: Any) -> float:
+    """The ``_score`` of a raw similarity (``VectorSimilarity.score``): l2_norm takes a distance."""
+    value = float(raw)
+    if similarity == "l2_norm":
+        return 1.0 / (1.0 + value * value)
+    if similarity in ("cosine", "dot_product"):
+        return (1.0 + value) / 2.0
+    if similarity == "max_inner_product":
+        return 1.0 / (1.0 - value) if value < 0 else value + 1.0
+    raise DoubleLimit(f"a kNN similarity threshold on [{similarity}]")
+
+
+def _resolve_field(fields: Mapping[str, FieldSpec], path: str) -> FieldSpec | None:
+    """The mapped field at a dotted path: object properties, then a multi-field of a leaf."""
+    node: FieldSpec | None = None
+    current: Mapping[str, FieldSpec] = fields
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if node is not None and node.type != "object":
+            return node.subfields.get(".".join(parts[i:]))
+        node = current.get(part)
+        if node is None:
+            return None
+        current = node.properties
+    return node
+
+
+def _source_paths(fields: Mapping[str, FieldSpec], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for name, spec in fields.items():
+        out.add(f"{prefix}{name}")
+        if spec.type == "object":
+            out |= _source_paths(spec.properties, f"{prefix}{name}.")
+    return out
+
+
+def _leaf_fields(fields: Mapping[str, FieldSpec], prefix: str = "") -> list[tuple[str, FieldSpec, str]]:
+    """(full name, spec, ``_source`` path) of every leaf field and multi-field (which reads its parent's value)."""
+    out: list[tuple[str, FieldSpec, str]] = []
+    for name, spec in fields.items():
+        full = f"{prefix}{name}"
+        if spec.type == "object":
+            out.extend(_leaf_fields(spec.properties, f"{full}."))
+            continue
+        out.append((full, spec, full))
+        for sub, sub_spec in spec.subfields.items():
+            out.append((f"{full}.{sub}", sub_spec, full))
+    return out
+
+
+def _flatten(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, list):
+            out.extend(_flatten(v))
+        else:
+            out.append(v)
+    return out
+
+
+def _fetch_value(ftype: str, value: Any) -> Any:
+    """A ``_source`` value as the field type's value fetcher returns it (``KeywordFieldMapper`` /
+    ``TextFieldMapper``: the string; ``NumberFieldMapper``: the parsed number; ``BooleanFieldMapper``;
+    ``DateFieldMapper``: formatted with the default ``strict_date_optional_time`` printer)."""
+    if value is None:
+        return None
+    if ftype in ("keyword", "text"):
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return value if isinstance(value, str) else str(value)
+    if ftype in ("integer", "long"):
+        return int(float(value)) if not isinstance(value, bool) else None
+    if ftype in ("float", "double"):
+        return float(value) if not isinstance(value, bool) else None
+    if ftype == "boolean":
+        return value if isinstance(value, bool) else str(value) == "true"
+    if ftype == "date":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+        else:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    raise DoubleLimit(f"fetching a [{ftype}] field with [fields]")
 
 
 def _norm(value: Any) -> str:
