@@ -215,6 +215,65 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
     return reqs
 
 
+TEMPLATE_PRIORITY = 500
+"""The priority of es_rag's index templates (``index_templates/index-*.json.j2``)."""
+
+
+def template_patterns(settings: Settings) -> dict[str, list[str]]:
+    """es_rag's index template names and their ``index_patterns``."""
+    p = settings.index_prefix
+    return {f"{p}-chunks": [f"{p}-chunks*"], f"{p}-parents": [f"{p}-parents*"], f"{p}-versions": [f"{p}-versions"]}
+
+
+def patterns_overlap(a: str, b: str) -> bool:
+    """Whether some index name matches both ``*``-patterns -- the test ``MetadataIndexTemplateService`` applies to
+    index templates of equal priority (the intersection of the patterns' automata is not empty)."""
+    memo: dict[tuple[int, int], bool] = {}
+
+    def both(i: int, j: int) -> bool:
+        key = (i, j)
+        if key not in memo:
+            if i == len(a) and j == len(b):
+                memo[key] = True
+            elif i < len(a) and a[i] == "*":
+                memo[key] = both(i + 1, j) or (j < len(b) and both(i, j + 1))
+            elif j < len(b) and b[j] == "*":
+                memo[key] = both(i, j + 1) or (i < len(a) and both(i + 1, j))
+            else:
+                memo[key] = i < len(a) and j < len(b) and a[i] == b[j] and both(i + 1, j + 1)
+        return memo[key]
+
+    return both(0, 0)
+
+
+def template_conflicts(settings: Settings, installed: Any) -> list[str]:
+    """Index templates of the cluster (a ``GET _index_template`` answer) that Elasticsearch would refuse es_rag's
+    templates next to: another template at priority 500 whose patterns overlap ours (another es_rag prefix such as
+    ``rag`` next to ``rag-chunks``, or an app's own), one line each.
+
+    Args:
+        settings: Gives the prefix.
+        installed: ``{"index_templates": [{"name", "index_template": {"index_patterns", "priority"}}]}``.
+    """
+    ours = template_patterns(settings)
+    out = []
+    for item in (installed or {}).get("index_templates", []) if isinstance(installed, dict) else []:
+        name = str(item.get("name"))
+        body = item.get("index_template") or {}
+        if name in ours or int(body.get("priority") or 0) != TEMPLATE_PRIORITY:
+            continue
+        theirs = body.get("index_patterns") or []
+        theirs = [theirs] if isinstance(theirs, str) else list(theirs)
+        for our_name, patterns in ours.items():
+            hit = [(a, b) for a in patterns for b in theirs if patterns_overlap(a, str(b))]
+            if hit:
+                out.append(
+                    f"index template {name!r} (priority {TEMPLATE_PRIORITY}, patterns {theirs}) overlaps "
+                    f"{our_name!r} ({hit[0][0]})"
+                )
+    return out
+
+
 def setup_paths(settings: Settings) -> list[str]:
     """The path of every :func:`setup_requests` request, in order, without rendering any asset (so it
     also works with ``analyzer=auto`` unresolved); ``doctor`` GETs each to read the installed version.
@@ -232,6 +291,21 @@ def setup_paths(settings: Settings) -> list[str]:
         f"_index_template/{p}-parents",
         f"_index_template/{p}-versions",
         f"_scripts/{search_template_id(settings)}",
+    ]
+
+
+def obsolete_asset_paths(settings: Settings) -> list[str]:
+    """Components of asset versions <= 5 that the self-contained ``<prefix>-chunks`` / ``<prefix>-parents``
+    components replaced; ``setup`` deletes them when their ``_meta.managed_by`` is ``es_rag``.
+
+    Args:
+        settings: Gives the prefix.
+    """
+    p = settings.index_prefix
+    return [
+        f"_component_template/{p}-chunk-settings",
+        f"_component_template/{p}-chunk-mappings",
+        f"_component_template/{p}-parent-mappings",
     ]
 
 

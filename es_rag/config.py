@@ -111,6 +111,15 @@ def parse_enum(enum_cls: Any, value: Any, name: str) -> Any:
 
 
 _PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,100}$")
+RESERVED_PREFIXES = (
+    "logs", "metrics", "traces", "synthetics", "profiling", "exemplars", "agentless", "ilm-history",
+    "behavioral_analytics", "ai-index", "security_solution", "fleet-synced-integrations", "apm",
+)  # fmt: skip
+"""Index-name roots of the templates a 9.x node installs itself (StackTemplateRegistry: ``logs-*-*``,
+``metrics-*-*``, ``synthetics-*-*``, ``agentless-*-*`` at priority 100; otel ``*.otel-*`` 120; APM 140; ILM history;
+behavioral analytics; ``ai-index-idx-*`` at priority 500 on the newest versions; Fleet's synced integrations).
+es_rag's index templates (priority 500) would take those indices over, or collide: a prefix equal to one of them or
+starting with it and ``-`` is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,6 +285,15 @@ class Settings:
             raise ConfigError(
                 f"index_prefix: {self.index_prefix!r} is not a valid index name prefix "
                 "(lowercase letters, digits, '-' and '_', starting with a letter or digit)"
+            )
+        root = next(
+            (r for r in RESERVED_PREFIXES if self.index_prefix == r or self.index_prefix.startswith(r + "-")), None
+        )
+        if root is not None:
+            raise ConfigError(
+                f"index_prefix: {self.index_prefix!r} would put es_rag's index templates (priority 500) over indices "
+                f"that Elasticsearch's built-in templates own ({root}-*); choose another prefix, e.g. "
+                f"rag-{self.index_prefix}"
             )
         for name in (
             "vector_dims",

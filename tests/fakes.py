@@ -43,7 +43,7 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import Elasticsearch
 
-from es_rag.assets import ASSET_VERSION, SCRIPT_VERSION_RE, resolved_settings, setup_requests
+from es_rag.assets import ASSET_VERSION, SCRIPT_VERSION_RE, obsolete_asset_paths, resolved_settings, setup_requests
 from es_rag.backends.elasticsearch import ElasticsearchBackend
 from es_rag.config import Analyzer, Settings
 
@@ -696,7 +696,10 @@ def cluster_routes(
         ("GET", "_license"): (200, license_info(license_type, license_status)),
         ("GET", "_inference/_all"): (200, inference_all(inference_ids)),
         ("GET", "_nodes/plugins"): (200, nodes_plugins(plugins, version)),
+        ("GET", "_index_template"): (200, {"index_templates": []}),
     }
+    for path in obsolete_asset_paths(settings):
+        table[("GET", re.escape(path))] = (404, component_template_missing(path.rsplit("/", 1)[-1]))
     table.update(installed_asset_routes(settings, version=asset_version, missing=missing_assets, plugins=plugins))
     return table
 

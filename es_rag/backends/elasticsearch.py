@@ -26,9 +26,11 @@ from es_rag.assets import (
     SCRIPT_VERSION_RE,
     AnalyzerChoice,
     index_creation_requests,
+    obsolete_asset_paths,
     resolve_analyzer,
     setup_paths,
     setup_requests,
+    template_conflicts,
 )
 from es_rag.backends.base import IndexReport, Retrieval, validate_chunk_source
 from es_rag.config import SEMANTIC_FIELD, Analyzer, FusionMode, Settings, VectorMode
@@ -525,10 +527,18 @@ class ElasticsearchBackend:
         settings = self.settings
         if settings.analyzer is Analyzer.AUTO:  # the probe is needed only to resolve auto
             settings = settings.replace(analyzer=self.resolve_analyzer(language).analyzer)
+        problems = self.preflight()
+        if problems:
+            raise ConfigError("setup would be refused, nothing was sent: " + "; ".join(problems))
         results = []
         for req in setup_requests(settings):
             resp = self.send(req)
             results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
+        for path in obsolete_asset_paths(settings):  # replaced by the self-contained components (asset version 6)
+            got = self.send(EsRequest("GET", path), ignore=(403, 404))
+            if _component_meta(got).get("managed_by") == "es_rag":
+                self.send(EsRequest("DELETE", path))
+                results.append({"request": f"DELETE {path}", "acknowledged": "obsolete es_rag component removed"})
         if create_indices:
             for req in index_creation_requests(self.settings):
                 if self._index_exists(req.path):
@@ -543,6 +553,23 @@ class ElasticsearchBackend:
                 results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
         self._caps = None  # installed asset versions changed: the next probe must look again
         return results
+
+    def preflight(self) -> list[str]:
+        """What a cluster would refuse of this setup, found before anything is sent (setup then stops at once
+        instead of half way): an index template at priority 500 whose patterns overlap es_rag's (Elasticsearch
+        refuses overlapping templates of equal priority, ``MetadataIndexTemplateService.findConflictingV2Templates``),
+        and an inference endpoint that is missing, of the wrong task type, or of other dimensions than
+        ``vector_dims`` (the ``dense_vector`` mapping would refuse every embedding).
+        """
+        s = self.settings
+        problems = template_conflicts(s, self.send(EsRequest("GET", "_index_template"), ignore=(403, 404)))
+        if s.vectors is VectorMode.INFERENCE:
+            problems += inference_endpoint_problems(self.probe(), s)
+        elif s.vectors is VectorMode.SEMANTIC_TEXT:
+            support = semantic_text_support(self.probe(), s.inference_id)
+            if not support["usable"]:
+                problems.append(f"vector_mode semantic_text: {support['reason']}")
+        return problems
 
     def _index_exists(self, name: str) -> bool:
         # The client answers HEAD with a boolean body (404 is "absent", not an error).
@@ -1197,3 +1224,42 @@ def _fatal_bulk_reason(status: int, info: dict[str, Any]) -> str:
     if status == 403:
         return f"permission denied (HTTP 403): ingest needs the index privileges write and read ({text})"
     return f"request too large (HTTP 413): fewer or smaller documents per bulk ({text})"
+
+
+def inference_endpoint_problems(caps: Capabilities, settings: Settings) -> list[str]:
+    """Why the ``inference`` processor cannot fill the ``vector`` field with ``settings.inference_id``: missing
+    endpoint, a task type other than ``text_embedding``, or ``service_settings.dimensions`` other than
+    ``vector_dims`` (the ``dense_vector`` mapping refuses a vector of other dimensions for every document).
+
+    Args:
+        caps: The probe (``GET _inference/_all``).
+        settings: ``inference_id`` and ``vector_dims``.
+    """
+    inference_id = settings.inference_id
+    if "_inference/_all" in caps.unreadable:
+        return []  # cannot tell without monitor_inference: setup goes on, selftest checks a real document
+    info = caps.inference_endpoint_info.get(str(inference_id))
+    if info is None:
+        known = ", ".join(caps.inference_endpoints) or "none"
+        return [f"inference endpoint {inference_id!r} not found (GET _inference/_all lists: {known})"]
+    if info.get("task_type") != "text_embedding":
+        return [
+            f"inference endpoint {inference_id!r} has task type {info.get('task_type')}; vector_mode inference "
+            "needs text_embedding"
+        ]
+    dims = str(info.get("dimensions") or "")
+    if dims and dims.isdigit() and int(dims) != settings.vector_dims:
+        return [
+            f"inference endpoint {inference_id!r} produces {dims}-dimension embeddings, vector_dims is "
+            f"{settings.vector_dims}: pass --vector-dims {dims} (and embed queries with the same model)"
+        ]
+    return []
+
+
+def _component_meta(got: Any) -> dict[str, Any]:
+    """``_meta`` of a ``GET _component_template/<name>`` answer ({} when missing)."""
+    if not isinstance(got, dict):
+        return {}
+    items = got.get("component_templates") or []
+    meta = (items[0].get("component_template") or {}).get("_meta") if items else None
+    return meta if isinstance(meta, dict) else {}

@@ -684,6 +684,13 @@ class StrictCluster:
     def _index_template_api(
         self, method: str, rest: list[str], params: dict[str, list[str]], body: Any, p: Principal | None
     ) -> Response:
+        if not rest and method == "GET":  # every composable template, the built-in ones included
+            self._require_cluster(p, "indices:admin/index_template/get")
+            shown = [
+                {"name": n, "index_template": _normalized_template({k: v for k, v in b.items() if k != "_built_in"})}
+                for n, b in sorted(self.index_templates.items())
+            ]
+            return 200, {"index_templates": shown}
         if len(rest) != 1:
             raise _no_handler(method, "_index_template")
         name = rest[0]

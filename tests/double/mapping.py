@@ -46,6 +46,8 @@ ANALYSIS_SRC = "server/src/main/java/org/elasticsearch/index/analysis/AnalysisRe
 MAPPER_SRC = "server/src/main/java/org/elasticsearch/index/mapper/MapperService.java + FieldMapper.java"
 VECTOR_SRC = "server/src/main/java/org/elasticsearch/index/mapper/vectors/DenseVectorFieldMapper.java"
 DOC_SRC = "server/src/main/java/org/elasticsearch/index/mapper/DocumentParser.java"
+"""Document errors: the reason without the ``[line:col]`` token location Elasticsearch prefixes (the location of the
+value in the source as the mapper saw it, which the double cannot reproduce after a pipeline re-serialised it)."""
 
 # -- settings ------------------------------------------------------------------------------------------------
 KNOWN_SETTINGS = (
@@ -548,6 +550,9 @@ def _parse_field(
         parent[name.rsplit(".", 1)[-1]] = _dense_vector(name, dict(spec), version)
         out.params = dict(parent[name.rsplit(".", 1)[-1]])
     if ftype == "semantic_text":
+        if "chunking_settings" in spec and version < (9, 1) and tuple(version[:2]) != (8, 19):
+            # SemanticTextFieldMapper: field-level chunking_settings from 8.19 / 9.1 (semantic_text.chunking_config)
+            raise mapping_error(f"unknown parameter [chunking_settings] on mapper [{name}] of type [semantic_text]")
         inference_id = spec.get("inference_id", ".elser-2-elasticsearch")
         if inference_id not in inference_ids:
             raise EsError(
@@ -679,7 +684,7 @@ def _validate_object(
                 raise EsError(
                     400,
                     "strict_dynamic_mapping_exception",
-                    f"[1:2] mapping set to strict, dynamic introduction of [{key}] within [{where}] is not allowed",
+                    f"mapping set to strict, dynamic introduction of [{key}] within [{where}] is not allowed",
                     source="server/src/main/java/org/elasticsearch/index/mapper/StrictDynamicMappingException.java",
                 )
             if dynamic != "true" or mapping is None:
@@ -756,7 +761,7 @@ def _validate_value(
                 continue
             if not isinstance(v, Mapping):
                 raise _doc_error(
-                    f"[1:2] object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete "
+                    f"object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete "
                     "value",
                     doc_id,
                 )
@@ -765,28 +770,28 @@ def _validate_value(
         elif spec.type in ("keyword", "text"):
             if isinstance(v, Mapping):
                 raise _doc_error(
-                    f"[1:2] failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
+                    f"failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
                     f"Preview of field's value: '{v}'",
                     doc_id,
                 )
         elif spec.type in ("integer", "long", "float", "double"):
             if isinstance(v, bool) or not _numeric(v):
                 raise _doc_error(
-                    f"[1:2] failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
+                    f"failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
                     f"Preview of field's value: '{v}'",
                     doc_id,
                 )
         elif spec.type == "boolean":
             if v not in (True, False, "true", "false", ""):
                 raise _doc_error(
-                    f"[1:2] failed to parse field [{path}] of type [boolean] in document with id '{doc_id}'. "
+                    f"failed to parse field [{path}] of type [boolean] in document with id '{doc_id}'. "
                     f"Preview of field's value: '{v}'",
                     doc_id,
                 )
         elif spec.type == "date":
             if not _date_ok(v):
                 raise _doc_error(
-                    f"[1:2] failed to parse field [{path}] of type [date] in document with id '{doc_id}'. "
+                    f"failed to parse field [{path}] of type [date] in document with id '{doc_id}'. "
                     f"Preview of field's value: '{v}'",
                     doc_id,
                 )
@@ -795,7 +800,7 @@ def _validate_value(
         elif spec.type == "semantic_text":
             if not isinstance(v, str):
                 raise _doc_error(
-                    f"[1:2] failed to parse field [{path}] of type [semantic_text]: expected a string", doc_id
+                    f"failed to parse field [{path}] of type [semantic_text]: expected a string", doc_id
                 )
 
 
@@ -825,7 +830,7 @@ def _date_ok(v: Any) -> bool:
 def _validate_vector(spec: FieldSpec, v: Any, path: str, doc_id: str | None) -> None:
     if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
         raise _doc_error(
-            f"[1:2] failed to parse field [{path}] of type [dense_vector] in document with id '{doc_id}'", doc_id
+            f"failed to parse field [{path}] of type [dense_vector] in document with id '{doc_id}'", doc_id
         )
     dims = spec.params.get("dims")
     if dims is None:

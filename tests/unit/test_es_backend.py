@@ -23,7 +23,7 @@ if str(_REPO) not in sys.path:
 from elastic_transport import ConnectionError as TransportConnectionError  # noqa: E402
 from elasticsearch import UnsupportedProductError  # noqa: E402
 
-from es_rag.assets import ASSET_VERSION, index_creation_requests, setup_requests  # noqa: E402
+from es_rag.assets import ASSET_VERSION, index_creation_requests, obsolete_asset_paths, setup_requests  # noqa: E402
 from es_rag.backends.base import Retrieval  # noqa: E402
 from es_rag.backends.elasticsearch import ElasticsearchBackend, decide_native_rrf  # noqa: E402
 from es_rag.config import Settings  # noqa: E402
@@ -41,6 +41,7 @@ from tests.fakes import (  # noqa: E402
     bulk_responder,
     bulk_response,
     cluster_routes,
+    component_template_missing,
     error_body,
     fail_processor_message,
     hit,
@@ -671,6 +672,9 @@ def test_index_reports_a_vector_dims_rejection_on_the_vector_field() -> None:
 # setup()
 # =============================================================================================
 def _setup_routes(node: FakeNode, settings: Settings = SETTINGS, *, exists: bool) -> None:
+    node.route("GET", "_index_template", (200, {"index_templates": []}))  # setup's preflight: nothing overlaps
+    for path in obsolete_asset_paths(settings):
+        node.route("GET", path, (404, component_template_missing(path.rsplit("/", 1)[-1])))
     for req in setup_requests(settings):
         node.route("PUT", req.path.replace(".", r"\."), (200, acknowledged()))
     for req in index_creation_requests(settings):
@@ -684,7 +688,8 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
 
     results = backend.setup()
 
-    expected = [f"PUT /{r.path}" for r in setup_requests(SETTINGS)]
+    expected = ["GET /_index_template"] + [f"PUT /{r.path}" for r in setup_requests(SETTINGS)]
+    expected += [f"GET /{path}" for path in obsolete_asset_paths(SETTINGS)]
     expected += [
         f"HEAD /{SETTINGS.chunk_index}",
         f"PUT /{SETTINGS.chunk_index}",
@@ -694,7 +699,7 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
         f"PUT /{SETTINGS.index_prefix}-versions",
     ]
     assert node.lines() == expected
-    for sent, req in zip(node.requests, setup_requests(SETTINGS), strict=False):
+    for sent, req in zip(node.requests[1:], setup_requests(SETTINGS), strict=False):
         assert sent.body == req.body
         if req.path.startswith("_scripts/"):  # a stored script has no _meta: the version leads its source
             assert sent.body["script"]["source"].startswith(f"{{{{! es_rag asset_version {ASSET_VERSION} }}}}\n")
@@ -703,7 +708,7 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
     assert f"PUT /_scripts/{SETTINGS.index_prefix}-hybrid" in expected  # the stored search template
     assert node.calls("PUT", SETTINGS.chunk_index)[0].body == {}
     assert [r["acknowledged"] for r in results] == [True] * len(results)
-    assert len(results) == len(expected) - 3  # one result per index, not per HEAD + PUT
+    assert len(results) == len(expected) - 7  # one result per index, not per HEAD + PUT; no result for the GETs
 
 
 def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
@@ -745,7 +750,9 @@ def test_setup_surfaces_a_rejected_pipeline() -> None:
     with pytest.raises(ClusterError) as exc:
         backend.setup()
     assert exc.value.status == 400
-    assert node.lines() == [f"PUT /_ingest/pipeline/{SETTINGS.pipeline_id}"], "setup stops at the first error"
+    assert node.lines() == ["GET /_index_template", f"PUT /_ingest/pipeline/{SETTINGS.pipeline_id}"], (
+        "setup stops at the first error"
+    )
 
 
 # =============================================================================================

@@ -16,6 +16,7 @@ if str(_REPO) not in sys.path:
 
 from es_rag.assets import (  # noqa: E402
     ASSET_VERSION,
+    obsolete_asset_paths,
     render_asset,
     resolve_analyzer,
     resolved_settings,
@@ -129,7 +130,9 @@ def test_setup_with_a_concrete_analyzer_does_not_probe() -> None:
     settings = Settings(analyzer="english", reranker_model=None)
     backend, node = _setup_backend(KUROMOJI, settings)
     backend.setup()
-    assert not node.calls("GET")
+    # no probe (GET /, _license, _nodes/plugins, ...): only setup's own preflight and obsolete-component reads
+    reads = {r.path for r in node.calls("GET")}
+    assert reads == {"/_index_template"} | {f"/{p}" for p in obsolete_asset_paths(settings)}
     assert _installed_text_analyzer(node, settings) == "english"
 
 
