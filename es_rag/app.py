@@ -62,18 +62,23 @@ def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
     return CrossEncoderReranker.from_settings(settings) if settings.reranker_model else None
 
 
-def build_backend(settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None) -> Any:
-    """Elasticsearch when ``es_url`` is given, else the embedded backend in ``index_dir``.
+def build_backend(
+    settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None, **connect: Any
+) -> Any:
+    """Elasticsearch when ``es_url`` (or ``connect["cloud_id"]``) is given, else the embedded backend in
+    ``index_dir``.
 
     Args:
         settings: Settings.
         es_url: Cluster URL.
         index_dir: Embedded index directory.
+        **connect: More :meth:`~es_rag.backends.elasticsearch.ElasticsearchBackend.connect` options (``ca_certs``,
+            ``ssl_assert_fingerprint``, ``verify_certs``, ``cloud_id``, credentials).
     """
-    if es_url:
+    if es_url or connect.get("cloud_id"):
         from es_rag.backends.elasticsearch import ElasticsearchBackend
 
-        return ElasticsearchBackend.connect(es_url, settings)
+        return ElasticsearchBackend.connect(es_url, settings, **connect)
     if settings.vectors is VectorMode.SEMANTIC_TEXT:
         raise ConfigError(
             "vector_mode semantic_text chunks and embeds inside Elasticsearch: pass --es URL "

@@ -376,6 +376,88 @@ def _add_target_args(p: argparse.ArgumentParser, *, es_required: bool = False) -
         g.add_argument(
             "--index-dir", metavar="DIR", default=None, help=f"embedded index directory (default {DEFAULT_INDEX_DIR})"
         )
+    _add_connection_args(p)
+
+
+def _add_connection_args(p: argparse.ArgumentParser) -> None:
+    """How to reach and trust the cluster (besides ``--es``); each falls back to an environment variable."""
+    d = Settings()
+    g = p.add_argument_group("Elasticsearch connection (credentials: ES_API_KEY, or ES_USERNAME and ES_PASSWORD)")
+    g.add_argument(
+        "--cloud-id", default=None, metavar="ID", help="Elastic Cloud deployment id instead of --es (ES_CLOUD_ID)"
+    )
+    g.add_argument(
+        "--ca-certs",
+        default=None,
+        metavar="FILE",
+        help="CA that signed the cluster's certificate; Elasticsearch 9 writes config/certs/http_ca.crt (ES_CA_CERTS)",
+    )
+    g.add_argument(
+        "--ssl-assert-fingerprint",
+        default=None,
+        metavar="SHA256",
+        help="trust the certificate with this SHA-256 fingerprint instead of a CA (ES_SSL_ASSERT_FINGERPRINT)",
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify TLS certificates (a throwaway dev cluster only; ES_VERIFY_CERTS=false)",
+    )
+    g.add_argument(
+        "--request-timeout",
+        type=float,
+        default=d.request_timeout,
+        metavar="S",
+        help="seconds per request: search, probe, setup, registry (%(default)s)",
+    )
+    g.add_argument(
+        "--bulk-timeout",
+        type=float,
+        default=d.bulk_timeout,
+        metavar="S",
+        help="seconds per _bulk request; the first bulks through an inference pipeline wait for a model (%(default)s)",
+    )
+
+
+def connection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """:meth:`ElasticsearchBackend.connect` options from the command line, else the environment.
+
+    Args:
+        args: Parsed arguments (parsers without the connection group give none).
+    """
+    env = os.environ
+    verify = not getattr(args, "insecure", False) and env.get("ES_VERIFY_CERTS", "true").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+    )
+    if not verify:
+        print("es-rag: warning: TLS certificates are not verified (--insecure)", file=sys.stderr)
+    return {
+        "cloud_id": getattr(args, "cloud_id", None) or env.get("ES_CLOUD_ID") or None,
+        "ca_certs": getattr(args, "ca_certs", None) or env.get("ES_CA_CERTS") or None,
+        "ssl_assert_fingerprint": getattr(args, "ssl_assert_fingerprint", None)
+        or env.get("ES_SSL_ASSERT_FINGERPRINT")
+        or None,
+        "verify_certs": verify,
+    }
+
+
+def uses_cluster(args: argparse.Namespace) -> bool:
+    """Whether the command targets Elasticsearch (``--es`` or an Elastic Cloud id)."""
+    return bool(getattr(args, "es", None) or getattr(args, "cloud_id", None) or os.environ.get("ES_CLOUD_ID"))
+
+
+def connect(args: argparse.Namespace, settings: Settings) -> Any:
+    """The :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend` the arguments name.
+
+    Args:
+        args: Parsed arguments.
+        settings: Settings.
+    """
+    from es_rag.backends.elasticsearch import ElasticsearchBackend
+
+    return ElasticsearchBackend.connect(getattr(args, "es", None), settings, **connection_kwargs(args))
 
 
 def _add_principal_args(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -457,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: probe --es if given, else print both paths",
     )
     p.add_argument("--es", metavar="URL", default=None, help="probe this cluster to decide the path")
+    _add_connection_args(p)
     p.add_argument(
         "--no-vector",
         action="store_true",
@@ -473,7 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "setup", help="install ingest pipelines, index templates and the stored search template (idempotent)"
     )
-    p.add_argument("--es", metavar="URL", default=None)
+    p.add_argument("--es", metavar="URL", default=None, help="Elasticsearch URL (https://host:9200)")
+    _add_connection_args(p)
     p.add_argument("--dry-run", action="store_true", help="print the requests instead of sending them")
     p.add_argument("--format", choices=["console", "json"], default="console")
     p.add_argument("--no-create-indices", action="store_true", help="only install templates and pipelines")
@@ -481,7 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(analyzer=Analyzer.AUTO.value)  # setup resolves auto against the cluster's plugins
 
     p = sub.add_parser("doctor", help="what the cluster (or this machine) supports and which path each stage takes")
-    p.add_argument("--es", metavar="URL", default=None)
+    p.add_argument("--es", metavar="URL", default=None, help="Elasticsearch URL (https://host:9200)")
+    _add_connection_args(p)
     p.add_argument("--json", action="store_true")
     _add_settings_args(p)
     p.set_defaults(analyzer=Analyzer.AUTO.value)  # as setup: reports what auto resolves to
@@ -525,6 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"index prefix {EVAL_ES_PREFIX} unless --index-prefix is given) and every query runs against it "
         "(credentials from ES_API_KEY or ES_USERNAME/ES_PASSWORD); default: the embedded backend",
     )
+    _add_connection_args(p)
     p.add_argument(
         "--unit",
         choices=["document", "fixed", "recursive", "structure"],
@@ -694,6 +780,9 @@ def settings_from_args(args: argparse.Namespace, *, keep_auto_analyzer: bool = F
         chunk_max_tokens=args.chunk_max_tokens,
         chunk_overlap=args.chunk_overlap,
     )
+    for name in ("request_timeout", "bulk_timeout"):
+        if getattr(args, name, None) is not None:
+            values[name] = getattr(args, name)
     values.update(_knob_values(args))
     if getattr(args, "fusion", None):
         values["fusion"] = args.fusion
@@ -738,10 +827,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     report = IngestReport()
     docs = load_files(args.paths, tenant_id=args.tenant, acl=args.acl, report=report)
+    on_cluster = uses_cluster(args)
+    index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
+    backend = (
+        build_backend(settings, es_url=args.es, index_dir=index_dir, **connection_kwargs(args))
+        if on_cluster
+        else (build_backend(settings, index_dir=index_dir))
+    )
+    if on_cluster:
+        backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
     embedder = build_embedder(settings, show_progress=_progress())
-    index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
-    backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
-    use_embedder = None if (args.es and settings.vectors is not VectorMode.CLIENT) else embedder
+    use_embedder = None if (on_cluster and settings.vectors is not VectorMode.CLIENT) else embedder
     from es_rag.chunking import make_chunker
 
     chunker = make_chunker(
@@ -803,13 +899,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     flt = SearchFilter(args.tenant, tuple(args.acl))
-    index_dir: str | None = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
+    on_cluster = uses_cluster(args)
+    index_dir: str | None = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
     if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
         raise EsRagError(
             f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
         )
+    if on_cluster:
+        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
+    else:
+        backend = build_backend(settings, index_dir=index_dir)
     embedder = build_embedder(settings)
-    backend = build_backend(settings, es_url=args.es, index_dir=index_dir)
     result = build_pipeline(settings, backend, embedder).search(args.query, flt)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
@@ -833,10 +934,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     # call and inlined (es_rag.versioning); without a cluster no key is known to be hidden
     flt = SearchFilter(args.tenant, tuple(args.acl))
     backend = None
-    if args.es:
-        from es_rag.backends.elasticsearch import ElasticsearchBackend
-
-        backend = ElasticsearchBackend.connect(args.es, settings)
+    if uses_cluster(args):
+        backend = connect(args, settings)
         flt = backend.gated(flt)
         hidden = sorted(flt.versions.hidden) if flt.versions is not None else []
         gate_note = (
@@ -975,11 +1074,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     from es_rag.requests import render
 
     settings = settings_from_args(args, keep_auto_analyzer=True)
-    backend = None
-    if args.es:
-        from es_rag.backends.elasticsearch import ElasticsearchBackend
-
-        backend = ElasticsearchBackend.connect(args.es, settings)
+    backend = connect(args, settings) if uses_cluster(args) else None
     if not args.dry_run and backend is None:
         raise EsRagError("setup needs --es URL (or --dry-run to print the requests)")
     # --analyzer auto: probe the cluster's plugins (read-only GETs), or without one take the no-plugin branch
@@ -1010,12 +1105,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    settings = settings_from_args(args, keep_auto_analyzer=bool(args.es))
+    settings = settings_from_args(args, keep_auto_analyzer=uses_cluster(args))
     report: dict[str, Any]
-    if args.es:
-        from es_rag.backends.elasticsearch import ElasticsearchBackend
-
-        report = ElasticsearchBackend.connect(args.es, settings).doctor(language=args.language)
+    if uses_cluster(args):
+        with connect(args, settings) as backend:
+            report = backend.doctor(language=args.language)
     else:
         report = local_doctor(settings)
     if args.json:
@@ -1129,11 +1223,14 @@ def cmd_delete_source(args: argparse.Namespace) -> int:
     from es_rag.ingest import delete_source
 
     settings = settings_from_args(args)
-    index_dir = args.index_dir or (None if args.es else DEFAULT_INDEX_DIR)
+    on_cluster = uses_cluster(args)
+    index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
     if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
         raise EsRagError(f"no embedded index in {index_dir}")
     # the embedded store is opened with whatever vector size it holds: deleting needs no model
-    backend = build_backend(settings, es_url=args.es) if args.es else EmbeddedBackend(index_dir)
+    backend = (
+        build_backend(settings, es_url=args.es, **connection_kwargs(args)) if on_cluster else EmbeddedBackend(index_dir)
+    )
     result = delete_source(backend, args.tenant, args.source_id)
     if hasattr(backend, "save"):
         backend.save()
@@ -1145,6 +1242,17 @@ def cmd_delete_source(args: argparse.Namespace) -> int:
             f"deleted {result['deleted']} documents of {args.source_id} (tenant {args.tenant}); "
             f"remaining: {remaining['chunks']} chunks, {remaining['parents']} parents"
         )
+        if any(remaining.values()):
+            why = (
+                f"{result['conflicts']} were written concurrently (version conflicts)"
+                if result.get("conflicts")
+                else "; ".join(result.get("failures") or []) or "see the counts"
+            )
+            print(
+                f"es-rag delete-source: {sum(remaining.values())} documents remain ({why}); they stay hidden and "
+                "are never served: run delete-source again",
+                file=sys.stderr,
+            )
     return 0 if not any(remaining.values()) else 1
 
 
@@ -1218,7 +1326,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from es_rag.ladder import format_ladder, ladder
 
     bm25 = _bm25_overrides(args)  # first: fills the options --bm25-protocol sets
-    if args.es and args.index_prefix == Settings().index_prefix:
+    if uses_cluster(args) and args.index_prefix == Settings().index_prefix:
         args.index_prefix = EVAL_ES_PREFIX  # never write a benchmark corpus into the product's indices
     settings = settings_from_args(args, **bm25)
     common: dict[str, Any] = dict(
@@ -1230,7 +1338,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"--unit {args.unit} with --ablate {args.ablate}: the ablations choose their own units "
             "(one-change runs whole documents, ladder its chunk steps); drop --unit"
         )
-    if args.ablate and args.es:
+    if args.ablate and uses_cluster(args):
         raise ConfigError(
             "--ablate runs on the embedded backend only (an analyzer, BM25 or chunking change needs a new "
             "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
@@ -1255,10 +1363,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         result = ablation["results"]["base"]
     else:
         es_backend = None
-        if args.es:
-            from es_rag.app import build_backend
-
-            es_backend = build_backend(settings, es_url=args.es)
+        if uses_cluster(args):
+            es_backend = connect(args, settings)
         result = evaluate(
             args.dataset,
             progress=_progress(),
@@ -1354,12 +1460,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except ClusterError as exc:
         print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
-        if exc.response is not None:
+        if exc.response is not None and os.environ.get("ES_RAG_DEBUG"):
             print(json.dumps(exc.response, ensure_ascii=False, default=str)[:4000], file=sys.stderr)
         return 3
     except EsRagError as exc:
         print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"es-rag {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

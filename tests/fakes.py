@@ -697,11 +697,35 @@ def cluster_routes(
         ("GET", "_inference/_all"): (200, inference_all(inference_ids)),
         ("GET", "_nodes/plugins"): (200, nodes_plugins(plugins, version)),
         ("GET", "_index_template"): (200, {"index_templates": []}),
+        ("POST", "_security/user/_has_privileges"): has_privileges_answer("elastic", granted=True),
     }
     for path in obsolete_asset_paths(settings):
         table[("GET", re.escape(path))] = (404, component_template_missing(path.rsplit("/", 1)[-1]))
     table.update(installed_asset_routes(settings, version=asset_version, missing=missing_assets, plugins=plugins))
     return table
+
+
+def has_privileges_answer(username: str, *, granted: bool) -> Callable[[RecordedRequest], Canned]:
+    """``POST _security/user/_has_privileges`` answering every requested privilege with ``granted``
+    (``TransportHasPrivilegesAction``: ``{"username", "has_all_requested", "cluster", "index", "application"}``)."""
+
+    def respond(req: RecordedRequest) -> Canned:
+        body = req.body or {}
+        cluster = {c: granted for c in body.get("cluster", [])}
+        index = {
+            name: {p: granted for p in entry.get("privileges", [])}
+            for entry in body.get("index", [])
+            for name in entry.get("names", [])
+        }
+        return 200, {
+            "username": username,
+            "has_all_requested": granted,
+            "cluster": cluster,
+            "index": index,
+            "application": {},
+        }
+
+    return respond
 
 
 def make_client(**client_kwargs: Any) -> tuple[Elasticsearch, FakeNode]:

@@ -80,6 +80,21 @@ _ASSET_PRIVILEGE = {
     "_index_template": "cluster privilege manage_index_templates or monitor",
     "_scripts": "cluster privilege manage",
 }
+ROLE_PRIVILEGES: dict[str, dict[str, list[str]]] = {
+    "search": {"cluster": [], "index": ["read"]},
+    "ingest": {"cluster": [], "index": ["read", "write", "maintenance"]},
+    "setup": {"cluster": ["manage"], "index": ["create_index", "view_index_metadata"]},
+}
+"""The least privileges of each use, on the chunk, parent and registry indices (docs/cluster.md):
+
+* search: ``read`` (searches, parents, neighbours, the registry GET);
+* ingest: ``read`` (registry, delete-by-query's search), ``write`` (bulk, registry writes, deletes) and
+  ``maintenance`` (the refresh before a version switch);
+* setup: cluster ``manage`` (templates, pipelines, and the stored script, which only ``manage`` allows), index
+  ``create_index`` and ``view_index_metadata`` (whether the indices exist).
+
+Cluster ``monitor`` is optional everywhere: without it the probe cannot read the version or the licence (client
+fusion, version features learned from answers) and delete-by-query runs in the foreground instead of as a task."""
 BULK_FATAL_STATUSES = (401, 403, 413)
 """Statuses after which a bulk run stops: resending or going on cannot help (credentials, privileges, size)."""
 NATIVE_RRF_MIN_VERSION = (8, 16)
@@ -474,12 +489,19 @@ class ElasticsearchBackend:
         else:
             vectors = f"client-side sentence-transformers ({s.embedding_model})"
             knn = "elasticsearch knn"
+        privileges = self.privileges()
+        try:
+            setup_check = "; ".join(self.preflight()) or "ok: nothing would be refused"
+        except ClusterError as exc:
+            setup_check = f"not checked: {exc}"
         analysis = analysis_report(caps, s, language=language)
         analyzer = str(analysis["configured"])
         if analyzer == "kuromoji" and KUROMOJI_PLUGIN not in caps.analysis_plugins:
             analyzer += f" -- MISSING plugin {KUROMOJI_PLUGIN}: use --analyzer cjk or install the plugin"
         return {
             "cluster": caps.to_dict(),
+            "privileges": privileges,
+            "setup_preflight": setup_check,
             "assets": {"expected_version": expected, "missing_or_stale": stale},
             "analysis": analysis,
             "semantic_text": semantic,
@@ -498,6 +520,32 @@ class ElasticsearchBackend:
                 "select/pack": "python (mmr, per-source cap, token budget)",
             },
         }
+
+    def privileges(self) -> dict[str, str]:
+        """Which uses (search, ingest, setup) the caller's credentials allow on this prefix's indices, and what
+        each lacks, from ``POST _security/user/_has_privileges`` (which needs no privilege of its own)."""
+        s = self.settings
+        names = [s.chunk_index, s.parent_index, registry_index(s)]
+        index_privs = sorted({p for role in ROLE_PRIVILEGES.values() for p in role["index"]})
+        body = {"cluster": ["manage", "monitor"], "index": [{"names": names, "privileges": index_privs}]}
+        resp = self.send(EsRequest("POST", "_security/user/_has_privileges", body), ignore=(400, 403, 404, 500))
+        if not isinstance(resp, dict) or "error" in resp or "index" not in resp:
+            reason = _reason(resp) if isinstance(resp, dict) else str(resp)
+            return {"check": f"unknown (security disabled, or _has_privileges unavailable: {reason})"}
+        cluster = resp.get("cluster") or {}
+        index = resp.get("index") or {}
+        out = {"user": str(resp.get("username", "?"))}
+        for use, need in ROLE_PRIVILEGES.items():
+            missing = [f"cluster {c}" for c in need["cluster"] if not cluster.get(c)]
+            for name in names:
+                missing += [f"index {p} on {name}" for p in need["index"] if not (index.get(name) or {}).get(p)]
+            out[use] = "ok" if not missing else "missing: " + ", ".join(missing)
+        out["monitor"] = (
+            "held"
+            if cluster.get("monitor")
+            else "missing (optional: version and licence unreadable -> client fusion; deletes run in the foreground)"
+        )
+        return out
 
     def fusion_path(self, settings: Settings | None = None) -> str:
         """``native`` or ``client`` for this cluster and ``settings`` (default: the backend's).

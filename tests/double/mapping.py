@@ -761,8 +761,7 @@ def _validate_value(
                 continue
             if not isinstance(v, Mapping):
                 raise _doc_error(
-                    f"object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete "
-                    "value",
+                    f"object mapping for [{path}] tried to parse field [{path}] as object, but found a concrete value",
                     doc_id,
                 )
             sub_dynamic = str(spec.params.get("dynamic", dynamic)).lower()
@@ -799,9 +798,7 @@ def _validate_value(
             _validate_vector(spec, v, path, doc_id)
         elif spec.type == "semantic_text":
             if not isinstance(v, str):
-                raise _doc_error(
-                    f"failed to parse field [{path}] of type [semantic_text]: expected a string", doc_id
-                )
+                raise _doc_error(f"failed to parse field [{path}] of type [semantic_text]: expected a string", doc_id)
 
 
 def _numeric(v: Any) -> bool:

@@ -160,7 +160,6 @@ def test_eval_refuses_an_index_created_with_other_bm25_parameters(
 def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
     beir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import es_rag.app
     import es_rag.evaluation
     from es_rag.cli import main
 
@@ -173,11 +172,13 @@ def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(es_rag.app, "build_backend", lambda settings, es_url=None: ("cluster", es_url))
     monkeypatch.setattr(es_rag.evaluation, "evaluate", fake_evaluate)
     with pytest.raises(Stop):
         main(["eval", "--dataset", str(beir), "--es", "http://localhost:9200"])
-    assert seen["settings"].index_prefix == "es-rag-eval" and seen["es_backend"] == ("cluster", "http://localhost:9200")
+    assert seen["settings"].index_prefix == "es-rag-eval"
+    assert (
+        seen["es_backend"].url == "http://localhost:9200" and seen["es_backend"].settings.index_prefix == "es-rag-eval"
+    )
     with pytest.raises(Stop):
         main(["eval", "--dataset", str(beir), "--es", "http://x:9200", "--index-prefix", "bench-scifact"])
     assert seen["settings"].index_prefix == "bench-scifact"
