@@ -564,6 +564,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_args(p)
     p.set_defaults(analyzer=Analyzer.AUTO.value)  # setup resolves auto against the cluster's plugins
 
+    p = sub.add_parser(
+        "selftest",
+        help="run every es_rag request on a cluster under a throwaway prefix, check the results, delete everything",
+        description="The first command to run on a cluster: setup, ingest of a built-in corpus through the pipeline, "
+        "every retrieval path the cluster supports (client RRF, native rrf/linear when licensed, exact channel, "
+        "stored template, inference/semantic_text when configured), lineage and content_hash, tenant and ACL "
+        "isolation, a version switch and delete-source, all under es-rag-selftest-<random>; then deletes it all "
+        "(also after a failure or Ctrl-C). Exit 0 when every check passes.",
+    )
+    p.add_argument("--es", metavar="URL", default=None, help="Elasticsearch URL (https://host:9200)")
+    _add_connection_args(p)
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--keep", action="store_true", help="leave the throwaway indices and assets for inspection")
+    p.add_argument(
+        "--cleanup",
+        metavar="PREFIX",
+        default=None,
+        help="only delete what a --keep run left under this es-rag-selftest-* prefix",
+    )
+    _add_settings_args(p)
+    p.set_defaults(analyzer=Analyzer.AUTO.value)  # as setup
+
     p = sub.add_parser("doctor", help="what the cluster (or this machine) supports and which path each stage takes")
     p.add_argument("--es", metavar="URL", default=None, help="Elasticsearch URL (https://host:9200)")
     _add_connection_args(p)
@@ -955,7 +977,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         vector = build_embedder(settings).embed_query(args.query).tolist()
     if args.template:
-        sections = [_template_section(args.query, vector, flt, settings)]
+        vectors_param = backend is None or backend.probe().vectors_in_source_param is not False
+        sections = [_template_section(args.query, vector, flt, settings, vectors_param=vectors_param)]
     else:
         vectors_param = True
         version: tuple[int, ...] | None = None
@@ -1050,7 +1073,9 @@ def explain_sections(
     return sections
 
 
-def _template_section(query: str, vector: Any, flt: Any, settings: Settings) -> tuple[list[str], list[Any]]:
+def _template_section(
+    query: str, vector: Any, flt: Any, settings: Settings, *, vectors_param: bool = True
+) -> tuple[list[str], list[Any]]:
     """The ``_search/template`` call of the stored hybrid template, with what it does and does not do."""
     from es_rag.queries import extract_identifiers, search_template_id, search_template_request
 
@@ -1061,7 +1086,7 @@ def _template_section(query: str, vector: Any, flt: Any, settings: Settings) -> 
     ]
     if settings.fusion_method != "rrf" or settings.channel_weights:
         comments.append("the template fuses with unweighted rrf: --fusion-method/--channel-weights are not templated")
-    return comments, [search_template_request(query, vector, flt, settings)]
+    return comments, [search_template_request(query, vector, flt, settings, vectors_in_source_param=vectors_param)]
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
@@ -1097,6 +1122,29 @@ def cmd_setup(args: argparse.Namespace) -> int:
     for row in backend.setup(create_indices=not args.no_create_indices):
         print(f"{row['request']}: {row['acknowledged']}")
     return 0
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    """``es-rag selftest``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.selftest import SELFTEST_PREFIX, cleanup, run_selftest, throwaway_settings
+
+    if not uses_cluster(args):
+        raise EsRagError("selftest needs --es URL (or --cloud-id): it checks a cluster")
+    settings = settings_from_args(args, keep_auto_analyzer=True)
+    if args.cleanup:
+        if not args.cleanup.startswith(SELFTEST_PREFIX):
+            raise ConfigError(f"--cleanup takes a {SELFTEST_PREFIX}* prefix, got {args.cleanup!r}")
+        with connect(args, settings.replace(index_prefix=args.cleanup)) as backend:
+            print(cleanup(backend))
+        return 0
+    with connect(args, throwaway_settings(settings)) as backend:
+        report = run_selftest(backend, keep=args.keep, language=args.language)
+    print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2) if args.json else report.table())
+    return 0 if report.ok else 1
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -1441,6 +1489,7 @@ COMMANDS = {
     "explain": cmd_explain,
     "setup": cmd_setup,
     "doctor": cmd_doctor,
+    "selftest": cmd_selftest,
     "chunk": cmd_chunk,
     "delete-source": cmd_delete_source,
     "eval": cmd_eval,

@@ -196,7 +196,11 @@ def semantic_highlight() -> dict[str, Any]:
 
     The highlighter returns chunk *text* (the chunks are stored as offsets into the field value, which
     are not exposed); :func:`es_rag.backends.elasticsearch.locate_server_chunk` maps it back to source
-    offsets where the chunk is a span of ``text``.
+    offsets where the chunk is a span of ``text``. ``SemanticTextHighlighter`` returns whole chunks
+    (``content.substring(offset.start, offset.end)``) and never reads ``fragment_size``; it ranks the chunks by
+    score and keeps ``number_of_fragments`` of them (default 5; re-sorted into document order unless
+    ``order: score``) -- hence the explicit ``1`` and ``score``. ``tests/live/test_live_selftest.py`` checks that
+    the fragment is a whole chunk.
     """
     return {"fields": {SEMANTIC_FIELD: {"type": "semantic", "number_of_fragments": 1, "order": "score"}}}
 
@@ -497,6 +501,8 @@ def search_template_request(
     query_vector: Sequence[float] | np.ndarray,
     flt: SearchFilter,
     settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
 ) -> EsRequest:
     """``POST <index>/_search/template`` calling the stored hybrid template with params.
 
@@ -505,10 +511,13 @@ def search_template_request(
         query_vector: The query embedding.
         flt: Hard filter.
         settings: Candidate counts, index and template names.
+        vectors_in_source_param: See :func:`source_spec` (False before Elasticsearch 9.2, which refuses the key).
     """
     body = {
         "id": search_template_id(settings),
-        "params": search_template_params(query_text, query_vector, flt, settings),
+        "params": search_template_params(
+            query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param
+        ),
     }
     return EsRequest("POST", f"{settings.chunk_index}/_search/template", body)
 

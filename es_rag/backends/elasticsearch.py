@@ -317,7 +317,7 @@ class ElasticsearchBackend:
         if timeout is not None:
             options["request_timeout"] = timeout
         client = self.client.options(**options)
-        what = f"{request.method} {request.path}"
+        what = f"{request.method} /{request.path}"
         wait = SEND_429_BACKOFF * (1.0 - 0.5 * random.random())
         for attempt in range(SEND_429_RETRIES + 1):
             try:
