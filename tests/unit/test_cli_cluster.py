@@ -118,3 +118,55 @@ def test_setup_stops_before_sending_anything_when_another_template_overlaps() ->
     with pytest.raises(ConfigError, match=r"index template 'app' .* overlaps 'es-rag-chunks'"):
         backend.setup()
     assert not node.calls("PUT")
+
+
+@pytest.mark.parametrize("prefix", ["logs", "logs-rag", "metrics-x", "ai-index-kb", "traces-app"])
+def test_prefixes_that_would_take_built_in_indices_are_refused(prefix: str) -> None:
+    """StackTemplateRegistry & co. install logs-*-*, metrics-*-*, ... (priority 100-140; ai-index-idx-* at 500):
+    es_rag's priority-500 templates would take their indices over."""
+    from es_rag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="built-in templates own"):
+        Settings(index_prefix=prefix)
+    Settings(index_prefix=f"rag-{prefix}")  # fine
+
+
+@pytest.mark.parametrize("use", ["search", "ingest", "setup"])
+def test_each_documented_role_is_enough_for_its_use(use: str) -> None:
+    """The least privileges of docs/cluster.md (ROLE_PRIVILEGES), run against the double's privilege model."""
+    import random as rnd
+
+    from es_rag.backends.elasticsearch import ROLE_PRIVILEGES
+    from es_rag.filters import SearchFilter
+    from es_rag.pipeline import RagPipeline
+    from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+
+    s = Settings(vector_dims=DIMS, reranker_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
+    need = ROLE_PRIVILEGES[use]
+    names = (f"{s.index_prefix}-*",)
+    roles = {
+        "admin": Role(cluster=("all",), indices=((("*",), ("all",)),)),
+        use: Role(cluster=tuple(need["cluster"]), indices=((names, tuple(need["index"])),)),
+    }
+    cluster = StrictCluster(users={"admin": ("pw", ("admin",)), "u": ("pw", (use,))}, roles=roles)
+    corpus = random_corpus(rnd.Random(2), n_children=12)
+    if use != "setup":
+        admin, _, _ = strict_backend(s, cluster, setup=True, basic_auth=("admin", "pw"))
+    backend, _, _ = strict_backend(s, cluster, basic_auth=("u", "pw"))
+    if use == "setup":
+        assert all(r["acknowledged"] in (True, "exists") for r in backend.setup())
+    elif use == "ingest":
+        from es_rag.chunking import StructureChunker
+        from es_rag.ingest import SourceDoc, ingest_documents
+
+        chunker = StructureChunker(WordTokenizer(), max_tokens=30, overlap=0)
+        for version in ("1", "2"):
+            doc = SourceDoc("g.md", f"# A\n\nalpha {version}", "acme", ("public",), source_version=version)
+            report = ingest_documents([doc], chunker=chunker, embedder=RandomEmbedder(), backend=backend)
+            assert report.failed == [] and report.warnings == [], report
+    else:
+        assert admin.index(corpus.children, corpus.parents).failed == []
+        cluster.refresh_all()
+        pipe = RagPipeline(backend, embedder=RandomEmbedder(), settings=s, tokenizer=WordTokenizer())
+        assert pipe.search("sync error", SearchFilter("acme", ("support",))).candidates
+    assert backend.privileges()[use] == "ok"
