@@ -851,10 +851,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     docs = load_files(args.paths, tenant_id=args.tenant, acl=args.acl, report=report)
     on_cluster = uses_cluster(args)
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
-    backend = (
-        build_backend(settings, es_url=args.es, index_dir=index_dir, **connection_kwargs(args))
-        if on_cluster
-        else (build_backend(settings, index_dir=index_dir))
+    backend = build_backend(
+        settings, es_url=args.es, index_dir=index_dir, **(connection_kwargs(args) if on_cluster else {})
     )
     if on_cluster:
         backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded

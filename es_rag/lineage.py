@@ -124,21 +124,20 @@ class _RegistryOps:
             pairs: ``(source_id, new_version)`` fully written and refreshed.
         """
 
-        first_read: dict[str, str | None] = {}
+        first_read: list[dict[str, str | None]] = []  # the active versions at the first read (one entry)
 
         def change(st: RegistryState) -> list[Pair]:
             # What this call retires is decided by the FIRST read: when a write is applied but its answer lost, the
             # transport resends it, the server answers 409 and the re-read already shows the new version active --
             # judged from that read alone, nothing would be retired, never purged, and no listener told.
             if not first_read:
-                first_read.update({s: st.active.get(s) for s, _ in pairs})
-                first_read.setdefault("", None)  # marks the first read done even for no pairs
+                first_read.append({s: st.active.get(s) for s, _ in pairs})
             retired: set[Pair] = set()
             for source_id, version in pairs:
                 old = st.active.get(source_id)
                 if st.commit(source_id, version) is not None and old is not None:
                     retired.add((source_id, old))
-                before = first_read.get(source_id)
+                before = first_read[0].get(source_id)
                 if before is not None and before != version and version_key(source_id, before) in st.hidden:
                     retired.add((source_id, before))
             return sorted(retired)

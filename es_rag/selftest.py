@@ -210,7 +210,7 @@ def throwaway_settings(settings: Settings) -> Settings:
         index_prefix=f"{SELFTEST_PREFIX}{uuid.uuid4().hex[:8]}",
         reranker_model=None,
         candidate_k=10,
-        num_candidates=max(20, settings.num_candidates if settings.num_candidates <= 10000 else 20),
+        num_candidates=20,
         rerank_k=10,
         context_k=5,
         token_budget=400,

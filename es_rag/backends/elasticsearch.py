@@ -390,7 +390,7 @@ class ElasticsearchBackend:
         if lic_resp is None:
             ltype, lstatus = "unknown", "unknown"
         else:
-            lic = lic_resp.get("license", {}) or {} if isinstance(lic_resp, dict) else {}
+            lic = (lic_resp.get("license") or {}) if isinstance(lic_resp, dict) else {}
             ltype, lstatus = str(lic.get("type", "unknown")), str(lic.get("status", "unknown"))
         native, reason = decide_native_rrf(version, ltype, lstatus)
         if "_license" in unreadable:
@@ -757,8 +757,9 @@ class ElasticsearchBackend:
         if native:
             reqs = self._search_requests(query_text, query_vector, flt, settings, native=True, channels=plan)
             try:
-                resp = self._send_search(reqs, query_text, query_vector, flt, settings, native=True, channels=plan)
-                reqs = resp.pop("_es_rag_requests")
+                resp, reqs = self._send_search(
+                    reqs, query_text, query_vector, flt, settings, native=True, channels=plan
+                )
                 fused = [
                     _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
@@ -787,8 +788,7 @@ class ElasticsearchBackend:
                     raise
                 notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
         reqs = self._search_requests(query_text, query_vector, flt, settings, native=False, channels=plan)
-        resp = self._send_search(reqs, query_text, query_vector, flt, settings, native=False, channels=plan)
-        reqs = resp.pop("_es_rag_requests")
+        resp, reqs = self._send_search(reqs, query_text, query_vector, flt, settings, native=False, channels=plan)
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
@@ -861,10 +861,10 @@ class ElasticsearchBackend:
         *,
         native: bool,
         channels: Sequence[str],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], list[EsRequest]]:
         """Send a search; when the version was unknown (no ``monitor`` privilege) and the cluster refuses
         ``_source.exclude_vectors`` (before 9.2: ``Unknown key for a VALUE_BOOLEAN in [exclude_vectors].``), learn
-        that once and resend without it. Returns the response with the requests sent under ``_es_rag_requests``."""
+        that once and resend without it. Returns the response and the requests actually sent."""
         caps = self.probe()
         try:
             resp = dict(self.send(reqs[0]))
@@ -884,8 +884,7 @@ class ElasticsearchBackend:
                 resp = dict(self.send(reqs[0]))
         elif caps.vectors_in_source_param is None:
             caps.vectors_in_source_param = True
-        resp["_es_rag_requests"] = reqs
-        return resp
+        return resp, reqs
 
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
         """Parents by id under the same hard filter (a parent of another tenant is never returned).
@@ -1240,6 +1239,8 @@ def _check_url(url: str | None) -> str:
     if not raw:
         raise ConfigError("no Elasticsearch URL: pass --es http://localhost:9200 (or --cloud-id)")
     parsed = urllib.parse.urlsplit(raw if "://" in raw else "")
+    if "://" in raw and parsed.scheme not in ("http", "https"):
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the scheme must be http or https")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ConfigError(
             f"Elasticsearch URL {raw!r} needs a scheme: use http://{raw} or https://{raw} (Elasticsearch 9 serves "

@@ -326,7 +326,7 @@ def test_without_the_monitor_privilege_the_delete_runs_in_the_foreground() -> No
         ("localhost:9200", "needs a scheme: use http://localhost:9200 or https://localhost:9200"),
         ("http://localhost", "has no port"),
         ("", "no Elasticsearch URL"),
-        ("ftp://x:1", "needs a scheme"),
+        ("ftp://x:1", "the scheme must be http or https"),
     ],
 )
 def test_a_bad_url_is_a_one_line_config_error(url: str, message: str) -> None:
