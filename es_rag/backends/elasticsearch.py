@@ -755,11 +755,8 @@ class ElasticsearchBackend:
             native = False
             notes.append(f"{blocker}: client path")
         if native:
-            reqs = self._search_requests(query_text, query_vector, flt, settings, native=True, channels=plan)
             try:
-                resp, reqs = self._send_search(
-                    reqs, query_text, query_vector, flt, settings, native=True, channels=plan
-                )
+                resp, reqs = self._search(query_text, query_vector, flt, settings, native=True, channels=plan)
                 fused = [
                     _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
@@ -787,8 +784,7 @@ class ElasticsearchBackend:
                 if exc.status is None or not 400 <= exc.status < 500:
                     raise
                 notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
-        reqs = self._search_requests(query_text, query_vector, flt, settings, native=False, channels=plan)
-        resp, reqs = self._send_search(reqs, query_text, query_vector, flt, settings, native=False, channels=plan)
+        resp, reqs = self._search(query_text, query_vector, flt, settings, native=False, channels=plan)
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
@@ -830,30 +826,8 @@ class ElasticsearchBackend:
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
         return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
 
-    def _search_requests(
+    def _search(
         self,
-        query_text: str,
-        query_vector: np.ndarray | None,
-        flt: SearchFilter,
-        settings: Settings,
-        *,
-        native: bool,
-        channels: Sequence[str],
-    ) -> list[EsRequest]:
-        vectors_param = self.probe().vectors_in_source_param
-        return search_requests(
-            query_text,
-            query_vector,
-            flt,
-            settings,
-            native=native,
-            vectors_in_source_param=True if vectors_param is None else vectors_param,
-            channels=channels,
-        )
-
-    def _send_search(
-        self,
-        reqs: list[EsRequest],
         query_text: str,
         query_vector: np.ndarray | None,
         flt: SearchFilter,
@@ -862,28 +836,40 @@ class ElasticsearchBackend:
         native: bool,
         channels: Sequence[str],
     ) -> tuple[dict[str, Any], list[EsRequest]]:
-        """Send a search; when the version was unknown (no ``monitor`` privilege) and the cluster refuses
-        ``_source.exclude_vectors`` (before 9.2: ``Unknown key for a VALUE_BOOLEAN in [exclude_vectors].``), learn
-        that once and resend without it. Returns the response and the requests actually sent."""
+        """Build and send one search (native ``_search`` or client ``_msearch``); returns the response and the
+        requests sent. When the version is unknown (no ``monitor`` privilege) the first search sends
+        ``_source.exclude_vectors``; a cluster before 9.2 refuses it (``Unknown key for a VALUE_BOOLEAN in
+        [exclude_vectors].``, the whole request or every ``_msearch`` item), which is learned once and the search
+        resent without it."""
         caps = self.probe()
+
+        def build() -> list[EsRequest]:
+            return search_requests(
+                query_text,
+                query_vector,
+                flt,
+                settings,
+                native=native,
+                vectors_in_source_param=caps.vectors_in_source_param is not False,
+                channels=channels,
+            )
+
+        reqs = build()
+        resp: dict[str, Any] | None
         try:
             resp = dict(self.send(reqs[0]))
         except ClusterError as exc:
             if not (caps.vectors_in_source_param is None and exc.status == 400 and "exclude_vectors" in str(exc)):
                 raise
-            caps.vectors_in_source_param = False
-            reqs = self._search_requests(query_text, query_vector, flt, settings, native=native, channels=channels)
-            resp = dict(self.send(reqs[0]))
-        if caps.vectors_in_source_param is None and not native:
-            items = resp.get("responses", [])
-            if not any("exclude_vectors" in str(i.get("error", "")) for i in items):
-                caps.vectors_in_source_param = True
-            else:  # every _msearch item refused the key: learn it and resend
-                caps.vectors_in_source_param = False
-                reqs = self._search_requests(query_text, query_vector, flt, settings, native=native, channels=channels)
+            resp = None
+        if caps.vectors_in_source_param is None:
+            items = [] if resp is None else resp.get("responses", [])
+            refused = resp is None or any("exclude_vectors" in str(i.get("error", "")) for i in items)
+            caps.vectors_in_source_param = not refused
+            if refused:
+                reqs = build()
                 resp = dict(self.send(reqs[0]))
-        elif caps.vectors_in_source_param is None:
-            caps.vectors_in_source_param = True
+        assert resp is not None
         return resp, reqs
 
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
