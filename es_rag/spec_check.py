@@ -226,6 +226,7 @@ _ROUTES: tuple[_Route, ...] = (
     _route("POST", rf"(?P<index>{_IDX})/_delete_by_query", "DeleteByQueryRequest"),
     _route("POST", rf"(?P<index>{_IDX})/_update_by_query", "UpdateByQueryRequest"),
     _route("POST", r"_reindex", "ReindexRequest"),
+    _route("GET|POST", r"_security/user/_has_privileges", "SecurityHasPrivilegesRequest"),
     _route("POST", r"_aliases", "IndicesUpdateAliasesRequest"),
     _route("PUT|POST", rf"(?P<index>{_IDX})/_mapping", "IndicesPutMappingRequest"),
     _route(

@@ -95,6 +95,21 @@ ROLE_PRIVILEGES: dict[str, dict[str, list[str]]] = {
 
 Cluster ``monitor`` is optional everywhere: without it the probe cannot read the version or the licence (client
 fusion, version features learned from answers) and delete-by-query runs in the foreground instead of as a task."""
+
+
+def privileges_request(settings: Settings) -> EsRequest:
+    """``POST _security/user/_has_privileges`` asking for every privilege of :data:`ROLE_PRIVILEGES` (and
+    ``monitor``) on the chunk, parent and registry indices (``SecurityHasPrivilegesRequest``).
+
+    Args:
+        settings: Gives the index names.
+    """
+    names = [settings.chunk_index, settings.parent_index, registry_index(settings)]
+    index_privs = sorted({p for role in ROLE_PRIVILEGES.values() for p in role["index"]})
+    body = {"cluster": ["manage", "monitor"], "index": [{"names": names, "privileges": index_privs}]}
+    return EsRequest("POST", "_security/user/_has_privileges", body)
+
+
 BULK_FATAL_STATUSES = (401, 403, 413)
 """Statuses after which a bulk run stops: resending or going on cannot help (credentials, privileges, size)."""
 NATIVE_RRF_MIN_VERSION = (8, 16)
@@ -524,11 +539,9 @@ class ElasticsearchBackend:
     def privileges(self) -> dict[str, str]:
         """Which uses (search, ingest, setup) the caller's credentials allow on this prefix's indices, and what
         each lacks, from ``POST _security/user/_has_privileges`` (which needs no privilege of its own)."""
-        s = self.settings
-        names = [s.chunk_index, s.parent_index, registry_index(s)]
-        index_privs = sorted({p for role in ROLE_PRIVILEGES.values() for p in role["index"]})
-        body = {"cluster": ["manage", "monitor"], "index": [{"names": names, "privileges": index_privs}]}
-        resp = self.send(EsRequest("POST", "_security/user/_has_privileges", body), ignore=(400, 403, 404, 500))
+        request = privileges_request(self.settings)
+        names = request.body["index"][0]["names"]
+        resp = self.send(request, ignore=(400, 403, 404, 500))
         if not isinstance(resp, dict) or "error" in resp or "index" not in resp:
             reason = _reason(resp) if isinstance(resp, dict) else str(resp)
             return {"check": f"unknown (security disabled, or _has_privileges unavailable: {reason})"}

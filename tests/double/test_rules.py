@@ -562,3 +562,14 @@ def test_every_response_carries_the_product_header_over_http() -> None:
             urllib.request.urlopen(url + "/missing-index/_search")
         assert info.value.headers["X-Elastic-Product"] == "Elasticsearch"
         assert info.value.code == 404
+
+
+def test_rename_semantics() -> None:
+    """RenameProcessor: a missing field fails (``field [x] not present as part of path [x]``) unless
+    ignore_missing; an existing target fails unless override (the inference pipeline renames is_truncated)."""
+    assert _run([{"rename": {"field": "a", "target_field": "b"}}], {"a": 1}) == {"b": 1}
+    assert _run([{"rename": {"field": "a", "target_field": "b", "ignore_missing": True}}], {"c": 1}) == {"c": 1}
+    with pytest.raises(IngestFailure, match=r"field \[a\] not present as part of path \[a\]"):
+        _run([{"rename": {"field": "a", "target_field": "b"}}], {})
+    with pytest.raises(IngestFailure, match=r"field \[b\] already exists"):
+        _run([{"rename": {"field": "a", "target_field": "b"}}], {"a": 1, "b": 2})

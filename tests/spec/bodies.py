@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.assets import index_creation_requests, search_template_requests, search_template_source, setup_requests
-from es_rag.backends.elasticsearch import ElasticsearchBackend
+from es_rag.backends.elasticsearch import ElasticsearchBackend, privileges_request
 from es_rag.config import Analyzer, Settings, Similarity
 from es_rag.filters import SearchFilter
 from es_rag.models import Chunk
@@ -521,6 +521,7 @@ def lineage_bodies() -> list[BodyCase]:
         *[(f"purge keys #{i}", r) for i, r in enumerate(purge_requests(settings, "acme", keys=["handbook@v2"]))],
         *[(f"delete source #{i}", r) for i, r in enumerate(purge_requests(settings, "acme", source_id="handbook"))],
         *[(f"count lineage #{i}", r) for i, r in enumerate(lineage_count_requests(settings, "acme", "handbook"))],
+        ("has privileges (doctor)", privileges_request(settings)),
     ]
     return [BodyCase(_case(f"lineage[default] {name}", req), "lineage", settings) for name, req in reqs]
 
