@@ -20,8 +20,8 @@ import ir_measures
 import numpy as np
 from ir_measures import nDCG
 
-from es_rag.analysis import get_analyzer
-from es_rag.evaluation import load_beir
+from es_rag.embedded.analyzers import get_analyzer
+from es_rag.evaluation.run import load_beir
 
 
 def _long_to_int4(i: int) -> int:

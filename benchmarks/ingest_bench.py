@@ -14,10 +14,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from es_rag.app import SAMPLE_DIR, build_embedder
-from es_rag.backends.embedded import EmbeddedBackend
+from es_rag.wiring import SAMPLE_DIR, build_embedder
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.chunking import make_chunker
-from es_rag.config import Settings
+from es_rag.settings import Settings
 from es_rag.ingest import IngestReport, ingest_documents, load_files
 
 

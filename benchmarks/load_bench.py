@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.config import Settings
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.settings import Settings
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
 from tests.reliability.corpus import (

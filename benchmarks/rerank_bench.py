@@ -32,14 +32,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from es_rag.dedup import dedup_hits  # noqa: E402
-from es_rag.embedding import tokenizer_for  # noqa: E402
-from es_rag.evaluation import load_beir  # noqa: E402
-from es_rag.gating import apply_gate  # noqa: E402
-from es_rag.models import Hit  # noqa: E402
-from es_rag.packing import pack_context  # noqa: E402
-from es_rag.rerank import CrossEncoderReranker, ranking_text  # noqa: E402
-from es_rag.selection import select_context  # noqa: E402
+from es_rag.stages.dedup import dedup_hits  # noqa: E402
+from es_rag.encoders.embedder import tokenizer_for  # noqa: E402
+from es_rag.evaluation.run import load_beir  # noqa: E402
+from es_rag.stages.gate import apply_gate  # noqa: E402
+from es_rag.records import Hit  # noqa: E402
+from es_rag.stages.pack import pack_context  # noqa: E402
+from es_rag.cross_encoder.model import CrossEncoderReranker, ranking_text  # noqa: E402
+from es_rag.stages.select import select_context  # noqa: E402
 
 
 def ndcg_at_10(ranked: list[str], qrels: dict[str, int]) -> float:

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from es_rag.config import PUBLIC_GROUP
 from es_rag.errors import ConfigError
-from es_rag.versioning import VersionGate
+from es_rag.settings import PUBLIC_GROUP
+from es_rag.versions.registry import VersionGate
 
 _RESERVED = {"tenant_id", "acl"}
 
@@ -27,14 +27,14 @@ class SearchFilter:
         tenant_id: Tenant of the caller; required, never empty.
         groups: ACL groups of the caller. The implicit ``public`` group is always added.
         metadata: Extra exact-match conditions, field -> value or tuple of allowed values (keyword fields).
-        versions: Active-version gate (:class:`~es_rag.versioning.VersionGate`); the backends set it on every
+        versions: Active-version gate (:class:`~es_rag.versions.registry.VersionGate`); the backends set it on every
             search so only the committed version of each source is served.
     """
 
     tenant_id: str
     groups: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Active-version gate (issue 3, es_rag.versioning): set by the backends on every search so retired and
+    # Active-version gate (issue 3, es_rag.versions.registry): set by the backends on every search so retired and
     # not-yet-committed source versions are excluded inside every retriever; None = no gate.
     versions: VersionGate | None = None
 
@@ -54,7 +54,7 @@ class SearchFilter:
         object.__setattr__(self, "metadata", normalised)
 
     def with_versions(self, gate: VersionGate | None) -> SearchFilter:
-        """This filter with the active-version gate ``gate`` (see :mod:`es_rag.versioning`).
+        """This filter with the active-version gate ``gate`` (see :mod:`es_rag.versions.registry`).
 
         Args:
             gate: The tenant's gate; None removes it.

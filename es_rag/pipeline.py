@@ -15,18 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.backends.base import Retrieval, SearchBackend
-from es_rag.business import BusinessRules, business_rank
-from es_rag.config import Settings, VectorMode
-from es_rag.dedup import dedup_hits
-from es_rag.errors import EsRagError, ModelLoadError
-from es_rag.expansion import expand_neighbors, expand_parents
-from es_rag.filters import SearchFilter
-from es_rag.fusion import linear_fusion, reciprocal_rank_fusion
-from es_rag.gating import NO_SUFFICIENT_EVIDENCE, GateDecision, apply_gate
-from es_rag.models import Hit, Trace
-from es_rag.packing import PROMPT_VERSION, PackedContext, pack_context
-from es_rag.rerank import (
+from es_rag.backend import Retrieval, SearchBackend
+from es_rag.cross_encoder.model import (
     RANKING_TEXT_VERSION,
     Calibration,
     CrossEncoderReranker,
@@ -35,9 +25,19 @@ from es_rag.rerank import (
     order_by_scores,
     ranking_text,
 )
-from es_rag.result_cache import ResultCache, cache_key
-from es_rag.selection import select_context
-from es_rag.tokenization import HFTokenizer, Tokenizer
+from es_rag.cross_encoder.result_cache import ResultCache, cache_key
+from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
+from es_rag.errors import EsRagError, ModelLoadError
+from es_rag.filters import SearchFilter
+from es_rag.records import Hit, Trace
+from es_rag.settings import Settings, VectorMode
+from es_rag.stages.boost import BusinessRules, business_rank
+from es_rag.stages.dedup import dedup_hits
+from es_rag.stages.expand import expand_neighbors, expand_parents
+from es_rag.stages.fusion import linear_fusion, reciprocal_rank_fusion
+from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE, GateDecision, apply_gate
+from es_rag.stages.pack import PROMPT_VERSION, PackedContext, pack_context
+from es_rag.stages.select import select_context
 
 log = logging.getLogger(__name__)
 CHANNEL_SCORE = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
@@ -519,7 +519,7 @@ class RagPipeline:
         if not query or not query.strip():
             raise EsRagError("query: empty query")
         trace = Trace()
-        # Active-version gate (es_rag.versioning): every backend call below, in every retriever, serves only
+        # Active-version gate (es_rag.versions.registry): every backend call below, in every retriever, serves only
         # the committed version of each source.
         gate = getattr(self.backend, "gated", None)
         if gate is not None:

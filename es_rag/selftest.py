@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.assets import setup_paths
-from es_rag.backends.base import content_hash
-from es_rag.config import Settings, VectorMode
+from es_rag.backend import content_hash
+from es_rag.elasticsearch.assets import setup_paths
 from es_rag.errors import ClusterError, EsRagError
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
-from es_rag.requests import EsRequest
+from es_rag.settings import Settings, VectorMode
 
 SELFTEST_PREFIX = "es-rag-selftest-"
 """Every name the selftest creates starts with this; cleanup refuses anything else."""
@@ -49,7 +49,7 @@ QUERY = "rotate api keys"
 
 
 class WhitespaceTokenizer:
-    """Whitespace-separated tokens (a :class:`~es_rag.tokenization.Tokenizer` that needs no model)."""
+    """Whitespace-separated tokens (a :class:`~es_rag.encoders.tokenizer.Tokenizer` that needs no model)."""
 
     name = "whitespace"
     max_tokens: int | None = None
@@ -221,7 +221,7 @@ def throwaway_settings(settings: Settings) -> Settings:
 
 
 def run_selftest(backend: Any, *, keep: bool = False, language: str | None = None) -> SelftestReport:
-    """Run every check on ``backend`` (an :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend` whose
+    """Run every check on ``backend`` (an :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend` whose
     settings carry a :func:`throwaway_settings` prefix) and clean up.
 
     Args:
@@ -429,7 +429,7 @@ def _exact(backend: Any, embedder: HashingEmbedder) -> str:
 
 
 def _template(backend: Any, embedder: HashingEmbedder) -> str:
-    from es_rag.queries import search_template_request
+    from es_rag.elasticsearch.bodies import search_template_request
 
     s: Settings = backend.settings
     flt = backend.gated(SearchFilter(TENANT_A))

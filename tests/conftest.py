@@ -26,13 +26,13 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def minilm_tokenizer():  # type: ignore[no-untyped-def]
-    from es_rag.embedding import tokenizer_for
+    from es_rag.encoders.embedder import tokenizer_for
 
     return tokenizer_for("sentence-transformers/all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
-    from es_rag.app import SAMPLE_DIR
+    from es_rag.wiring import SAMPLE_DIR
 
     return SAMPLE_DIR

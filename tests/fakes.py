@@ -1,4 +1,4 @@
-"""A fake Elasticsearch node for unit tests of :mod:`es_rag.backends.elasticsearch`.
+"""A fake Elasticsearch node for unit tests of :mod:`es_rag.elasticsearch.backend`.
 
 Built the way elasticsearch-py tests its own client (``test_elasticsearch/test_transport.py``
 ``DummyNode``): a :class:`elastic_transport.BaseNode` subclass passed as ``node_class=`` to
@@ -43,9 +43,15 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import Elasticsearch
 
-from es_rag.assets import ASSET_VERSION, SCRIPT_VERSION_RE, obsolete_asset_paths, resolved_settings, setup_requests
-from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.config import Analyzer, Settings
+from es_rag.elasticsearch.assets import (
+    ASSET_VERSION,
+    SCRIPT_VERSION_RE,
+    obsolete_asset_paths,
+    resolved_settings,
+    setup_requests,
+)
+from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.settings import Analyzer, Settings
 
 ES_JSON = "application/vnd.elasticsearch+json;compatible-with=9"
 """Content-Type a 9.x server answers with when the request asked for compatibility mode."""
@@ -642,7 +648,7 @@ def installed_asset_routes(
     missing: Iterable[str] = (),
     plugins: Iterable[str] = (),
 ) -> dict[tuple[str, str], RouteValue]:
-    """GET routes for every asset of :func:`es_rag.assets.setup_requests`, answering the rendered body
+    """GET routes for every asset of :func:`es_rag.elasticsearch.assets.setup_requests`, answering the rendered body
     with ``_meta.version`` set to ``version`` (None: no ``_meta.version``; the stored script carries the
     version in its source marker instead); paths in ``missing`` answer 404. ``analyzer=auto`` is installed
     as ``setup`` would resolve it on a cluster with ``plugins``.

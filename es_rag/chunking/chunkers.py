@@ -1,6 +1,6 @@
 """Chunking strategies behind one interface.
 
-Every strategy turns one decoded source into :class:`~es_rag.models.Chunk` records whose
+Every strategy turns one decoded source into :class:`~es_rag.records.Chunk` records whose
 ``text == source[start_offset:end_offset]`` (Python ``str`` offsets), sized in the embedding model's own
 tokens, with a ``chunker_version`` that changes whenever the output would (rules revision, size,
 overlap, parent size, contextual prefix, tokenizer):
@@ -45,10 +45,10 @@ from es_rag.chunking.spans import (
     token_windows,
     trim,
 )
-from es_rag.config import parse_enum
+from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError, InputError
-from es_rag.models import Chunk
-from es_rag.tokenization import Tokenizer
+from es_rag.records import Chunk
+from es_rag.settings import parse_enum
 
 FORMATS = ("markdown", "plain", "html")
 _TOKENIZER_PROBE = "Chunking 検索拡張生成 (RAG) unbelievably-long_identifiers E1042, naïve café — 2026年4月。"

@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 
-from es_rag.tokenization import Tokenizer
+from es_rag.encoders.tokenizer import Tokenizer
 
 SENTENCE_RE = re.compile(r".+?(?:[。！？]+[」』）)]*|[.!?]+(?=\s)|$)", re.DOTALL)
 """A sentence: up to Japanese ``。！？`` (with closing brackets), ``.!?`` before whitespace, or the end."""

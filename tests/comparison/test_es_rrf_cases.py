@@ -1,4 +1,4 @@
-"""Held-out check: :func:`es_rag.fusion.reciprocal_rank_fusion` reproduces Elasticsearch's own rrf tests.
+"""Held-out check: :func:`es_rag.stages.fusion.reciprocal_rank_fusion` reproduces Elasticsearch's own rrf tests.
 
 Each case below is transcribed from the YAML REST tests of ``x-pack/plugin/rank-rrf`` in
 ``elastic/elasticsearch`` (``350_rrf_retriever_pagination.yml``, ``320_rrf_weighted_retriever.yml``):
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from es_rag.fusion import check_window, reciprocal_rank_fusion
+from es_rag.stages.fusion import check_window, reciprocal_rank_fusion
 
 
 @dataclass(frozen=True)

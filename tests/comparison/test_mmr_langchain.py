@@ -1,11 +1,11 @@
-"""es_rag.selection.mmr against LangChain's reference ``maximal_marginal_relevance`` on random inputs."""
+"""es_rag.stages.select.mmr against LangChain's reference ``maximal_marginal_relevance`` on random inputs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from es_rag.selection import mmr
+from es_rag.stages.select import mmr
 
 lc_utils = pytest.importorskip("langchain_core.vectorstores.utils", reason="pip install -e '.[dev]' (langchain-core)")
 

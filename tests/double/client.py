@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.config import Settings
+from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.settings import Settings
 from tests.double.cluster import StrictCluster
 from tests.fakes import FakeNode, make_client
 

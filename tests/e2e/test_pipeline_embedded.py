@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from es_rag.app import build_chunker, build_embedder, load_manifest
-from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.cli import main
-from es_rag.config import Settings
+from es_rag.cross_encoder.model import CrossEncoderReranker
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, ingest_documents
 from es_rag.pipeline import RagPipeline
-from es_rag.rerank import CrossEncoderReranker
+from es_rag.settings import Settings
+from es_rag.wiring import build_chunker, build_embedder, load_manifest
 
 HIT_KEYS = {"chunk_id", "source_id", "parent_id", "tenant_id", "text", "scores", "sources"}
 SCORE_KEYS = {"bm25", "dense", "exact", "rrf", "rerank", "calibrated", "business", "final"}
@@ -138,7 +138,7 @@ def test_query_embedding_failure_falls_back_to_bm25(indexed, tiny_settings) -> N
         def embed_query(self, text: str):  # type: ignore[no-untyped-def]
             raise RuntimeError("model crashed")
 
-    from es_rag.tokenization import HFTokenizer
+    from es_rag.encoders.tokenizer import HFTokenizer
 
     tok = HFTokenizer.from_pretrained(tiny_settings.embedding_model)
     pipe = RagPipeline(EmbeddedBackend(directory), embedder=Broken(), settings=tiny_settings, tokenizer=tok)

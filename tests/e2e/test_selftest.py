@@ -132,9 +132,9 @@ def test_keep_then_cleanup(run: Any, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_cleanup_refuses_a_product_prefix() -> None:
-    from es_rag.backends.elasticsearch import ElasticsearchBackend
-    from es_rag.config import Settings
+    from es_rag.elasticsearch.backend import ElasticsearchBackend
     from es_rag.errors import EsRagError
+    from es_rag.settings import Settings
 
     backend = ElasticsearchBackend.connect("http://127.0.0.1:9", Settings())
     with pytest.raises(EsRagError, match="refusing to delete anything outside es-rag-selftest-"):

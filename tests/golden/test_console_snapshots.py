@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from es_rag.assets import index_creation_requests, setup_requests
 from es_rag.cli import main
-from es_rag.config import Settings
+from es_rag.elasticsearch.assets import index_creation_requests, setup_requests
+from es_rag.elasticsearch.bodies import search_requests, search_template_request
+from es_rag.es_request import EsRequest, render
 from es_rag.filters import SearchFilter
-from es_rag.queries import search_requests, search_template_request
-from es_rag.requests import EsRequest, render
-from es_rag.versioning import VersionGate
+from es_rag.settings import Settings
+from es_rag.versions.registry import VersionGate
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 QUERY = "How do I reset my password?"

@@ -25,10 +25,10 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.assets import setup_paths  # noqa: E402
-from es_rag.backends.elasticsearch import ElasticsearchBackend  # noqa: E402
-from es_rag.config import Settings  # noqa: E402
-from es_rag.requests import EsRequest  # noqa: E402
+from es_rag.elasticsearch.assets import setup_paths  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
+from es_rag.es_request import EsRequest  # noqa: E402
+from es_rag.settings import Settings  # noqa: E402
 
 LIVE_DIR = Path(__file__).resolve().parent
 TEST_PREFIX = "es-rag-test-"

@@ -20,14 +20,14 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.assets import ASSET_VERSION, setup_requests  # noqa: E402
-from es_rag.backends.base import Retrieval  # noqa: E402
-from es_rag.backends.elasticsearch import ElasticsearchBackend  # noqa: E402
-from es_rag.config import Settings  # noqa: E402
+from es_rag.backend import Retrieval  # noqa: E402
+from es_rag.elasticsearch.assets import ASSET_VERSION, setup_requests  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
+from es_rag.es_request import EsRequest  # noqa: E402
 from es_rag.filters import SearchFilter  # noqa: E402
-from es_rag.fusion import reciprocal_rank_fusion  # noqa: E402
-from es_rag.models import Chunk, Hit  # noqa: E402
-from es_rag.requests import EsRequest  # noqa: E402
+from es_rag.records import Chunk, Hit  # noqa: E402
+from es_rag.settings import Settings  # noqa: E402
+from es_rag.stages.fusion import reciprocal_rank_fusion  # noqa: E402
 
 QUERY = "rotate api keys"
 QVEC = np.array([1.0, 0.1, 0.0, 0.0], dtype=np.float32)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.config import Settings
-from es_rag.evaluation import evaluate
+from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.evaluation.run import evaluate
+from es_rag.settings import Settings
 from tests.live.conftest import SKIP_REASON, TEST_PREFIX, delete_created_assets
 from tests.unit.test_evaluation import write_beir
 

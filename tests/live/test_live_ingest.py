@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.backends.elasticsearch import ElasticsearchBackend
 from es_rag.chunking import StructureChunker
+from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, delete_source, ingest_documents
-from es_rag.lineage import EsVersionStore
-from es_rag.requests import EsRequest
+from es_rag.versions.store import EsVersionStore
 
 pytestmark = pytest.mark.live
 
@@ -105,7 +105,7 @@ def test_delete_source_leaves_nothing(installed: ElasticsearchBackend, minilm_to
 def test_embedding_input_processors_pick_contextual_text_else_text(installed: ElasticsearchBackend) -> None:
     """The chunks-inference pipeline's embedding-input processors (everything before the ``inference``
     processor, which needs an endpoint) simulated on the real cluster: the input is ``Chunk.embed_text``."""
-    from es_rag.assets import render_asset
+    from es_rag.elasticsearch.assets import render_asset
 
     settings = installed.settings.replace(inference_id="es-rag-live-missing-endpoint")
     processors = render_asset("ingest_pipelines", "chunks-inference", settings)["processors"]
@@ -123,8 +123,8 @@ def test_semantic_text_mode_end_to_end(live_backend: ElasticsearchBackend, minil
     written, the semantic query finds them under the tenant filter, highlights name a server chunk."""
     import os
 
-    from es_rag.assets import setup_requests
-    from es_rag.config import Settings
+    from es_rag.elasticsearch.assets import setup_requests
+    from es_rag.settings import Settings
 
     inference_id = os.environ.get("ES_RAG_LIVE_INFERENCE_ID", ".multilingual-e5-small-elasticsearch")
     settings = Settings(

@@ -19,12 +19,12 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.backends.elasticsearch import ElasticsearchBackend  # noqa: E402
-from es_rag.config import SEMANTIC_FIELD, Settings  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
+from es_rag.elasticsearch.bodies import client_channel_bodies  # noqa: E402
+from es_rag.es_request import EsRequest  # noqa: E402
 from es_rag.filters import SearchFilter  # noqa: E402
-from es_rag.queries import client_channel_bodies  # noqa: E402
-from es_rag.requests import EsRequest  # noqa: E402
 from es_rag.selftest import cleanup, run_selftest, throwaway_settings  # noqa: E402
+from es_rag.settings import SEMANTIC_FIELD, Settings  # noqa: E402
 
 pytestmark = pytest.mark.live
 

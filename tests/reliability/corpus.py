@@ -1,6 +1,6 @@
 """Random multi-tenant corpora, an independent visibility oracle and cheap model stand-ins.
 
-Everything here is deliberately small and model-free: chunks are hand-made :class:`~es_rag.models.Chunk`
+Everything here is deliberately small and model-free: chunks are hand-made :class:`~es_rag.records.Chunk`
 records with tiny random vectors, the "embedder" returns a random vector, the tokenizer counts
 whitespace-separated words. The real pipeline stages run on top of them.
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from es_rag.cross_encoder.model import RerankOutput, Truncation
 from es_rag.errors import ModelLoadError
-from es_rag.models import Chunk, Hit
-from es_rag.rerank import RerankOutput, Truncation
+from es_rag.records import Chunk, Hit
 
 TENANTS = ("acme", "globex", "initech")
 GROUPS = ("support", "eng", "hr", "legal")
@@ -174,7 +174,7 @@ def random_groups(rng: random.Random) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------ model stand-ins
 class WordTokenizer:
-    """Counts whitespace-separated words (implements :class:`es_rag.tokenization.Tokenizer`)."""
+    """Counts whitespace-separated words (implements :class:`es_rag.encoders.tokenizer.Tokenizer`)."""
 
     name = "words"
     max_tokens: int | None = None

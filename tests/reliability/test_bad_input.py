@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.chunking import make_chunker
-from es_rag.config import Settings
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.errors import InputError
 from es_rag.ingest import MAX_FILE_BYTES, IngestReport, decode_source, ingest_documents, load_files
+from es_rag.settings import Settings
 from tests.reliability.corpus import DIMS, RandomEmbedder
 from tests.reliability.es_cluster import cluster_backend
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from elastic_transport import ConnectionTimeout
 
-from es_rag.backends import elasticsearch as es_mod
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.config import Settings
+from es_rag.cross_encoder.model import CrossEncoderReranker
+from es_rag.elasticsearch import backend as es_mod
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.errors import ClusterError, ClusterTimeout, ModelLoadError
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
-from es_rag.rerank import CrossEncoderReranker
+from es_rag.settings import Settings
 from tests.fakes import bulk_actions, bulk_item_rejected, bulk_responder, rejected_execution_error
 from tests.reliability.corpus import (
     DIMS,

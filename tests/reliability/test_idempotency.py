@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.chunking import make_chunker
-from es_rag.config import Settings
+from es_rag.cross_encoder.result_cache import ResultCache
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, delete_source, ingest_documents
 from es_rag.pipeline import RagPipeline
-from es_rag.result_cache import ResultCache
+from es_rag.settings import Settings
 from tests.reliability.corpus import DIMS, OverlapReranker, RandomEmbedder, WordTokenizer
 from tests.reliability.es_cluster import cluster_backend
 

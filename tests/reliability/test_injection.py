@@ -11,13 +11,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.config import Settings
+from es_rag.cross_encoder.model import ranking_text
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.models import Chunk, Hit
-from es_rag.packing import _fence, pack_context, validate_citations
 from es_rag.pipeline import RagPipeline
-from es_rag.rerank import ranking_text
+from es_rag.records import Chunk, Hit
+from es_rag.settings import Settings
+from es_rag.stages.pack import _fence, pack_context, validate_citations
 from tests.reliability.corpus import DIMS, OverlapReranker, RandomEmbedder, WordTokenizer
 
 INJECTIONS = [

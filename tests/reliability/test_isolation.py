@@ -26,13 +26,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.chunking import make_chunker
-from es_rag.config import Settings
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.pipeline import RagPipeline
-from es_rag.requests import EsRequest
+from es_rag.settings import Settings
 from tests.double.cluster import StrictCluster
 from tests.fakes import bulk_actions
 from tests.reliability.corpus import (

@@ -1,22 +1,22 @@
-"""Every request body ``es_rag`` can send to Elasticsearch, as :class:`~es_rag.spec_check.SpecCase` s.
+"""Every request body ``es_rag`` can send to Elasticsearch, as :class:`~tests.support.spec_check.SpecCase` s.
 
 The bodies are produced by the package's own builders, never written by hand:
 
-* setup: :func:`es_rag.assets.setup_requests` (ingest pipelines, component and index templates) and
-  :func:`es_rag.assets.index_creation_requests` (index creation PUTs), for every configuration variant
+* setup: :func:`es_rag.elasticsearch.assets.setup_requests` (ingest pipelines, component and index templates) and
+  :func:`es_rag.elasticsearch.assets.index_creation_requests` (index creation PUTs), for every configuration variant
   that changes a rendered asset (inference pipeline, analyzer, similarity, index prefix, vector dims);
-* search: :func:`es_rag.queries.search_requests` on both fusion paths (native ``rrf`` ``_search`` and
+* search: :func:`es_rag.elasticsearch.bodies.search_requests` on both fusion paths (native ``rrf`` ``_search`` and
   client ``_msearch``), with and without a query vector (BM25-only fallback), with channel weights
   (weighted RRF), with metadata filters and with ``vectors_in_source_param`` True and False;
-* neighbour expansion: :func:`es_rag.queries.neighbors_request` (``_msearch``, two searches per anchor)
+* neighbour expansion: :func:`es_rag.elasticsearch.bodies.neighbors_request` (``_msearch``, two searches per anchor)
   under every filter, which :meth:`ElasticsearchBackend.get_neighbors` sends unchanged;
 * backend-only bodies: the ``get_parents`` ``_search``, the ``_count`` body and the ``_bulk`` body of
-  :class:`~es_rag.backends.elasticsearch.ElasticsearchBackend` are built inline in the backend (there is
+  :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend` are built inline in the backend (there is
   no pure builder for them), so they are captured by calling the backend with recording clients: a tiny
   fake with ``perform_request`` (what the backend's ``send`` calls) and, for ``_bulk`` (sent through
   ``elasticsearch.helpers.streaming_bulk``, which needs a real client), a subclass of the official client
   whose ``perform_request`` records instead of sending. The probe's bodyless ``GET`` requests are
-  recorded too; :func:`~es_rag.spec_check.run_tsc` lists them as skipped.
+  recorded too; :func:`~tests.support.spec_check.run_tsc` lists them as skipped.
 
 :func:`all_cases` returns the :class:`SpecCase` list; :func:`all_bodies` returns the same cases with the
 settings, filter and kind each came from (used by the structural tests).
@@ -32,21 +32,25 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.assets import index_creation_requests, search_template_requests, search_template_source, setup_requests
-from es_rag.backends.elasticsearch import ElasticsearchBackend, privileges_request
-from es_rag.config import Analyzer, Settings, Similarity
-from es_rag.filters import SearchFilter
-from es_rag.models import Chunk
-from es_rag.queries import (
+from es_rag.elasticsearch.assets import (
+    index_creation_requests,
+    search_template_requests,
+    search_template_source,
+    setup_requests,
+)
+from es_rag.elasticsearch.backend import ElasticsearchBackend, privileges_request
+from es_rag.elasticsearch.bodies import (
     neighbors_request,
     render_search_template,
     search_requests,
     search_template_params,
     search_template_request,
 )
-from es_rag.requests import EsRequest
-from es_rag.spec_check import SpecCase
-from es_rag.versioning import (
+from es_rag.es_request import EsRequest
+from es_rag.filters import SearchFilter
+from es_rag.records import Chunk
+from es_rag.settings import Analyzer, Settings, Similarity
+from es_rag.versions.registry import (
     RegistryState,
     VersionGate,
     lineage_count_requests,
@@ -55,6 +59,7 @@ from es_rag.versioning import (
     registry_index,
     registry_put_request,
 )
+from tests.support.spec_check import SpecCase
 
 QUERY = "How do I reset my password?"
 
@@ -64,7 +69,7 @@ QUERY = "How do I reset my password?"
 SETUP_VARIANTS: dict[str, Settings] = {
     "default": Settings(),
     "inference=my-e5": Settings(inference_id="my-e5"),
-    # (auto is resolved before rendering: es_rag.assets.resolve_analyzer; rendering it unresolved raises)
+    # (auto is resolved before rendering: es_rag.elasticsearch.assets.resolve_analyzer; rendering it unresolved raises)
     **{f"analyzer={a.value}": Settings(analyzer=a) for a in Analyzer if a not in (Analyzer.STANDARD, Analyzer.AUTO)},
     **{f"similarity={s.value}": Settings(similarity=s) for s in Similarity if s is not Similarity.COSINE},
     "prefix=acme-kb": Settings(index_prefix="acme-kb"),
@@ -107,7 +112,7 @@ SEARCH_VARIANTS: dict[str, Settings] = {
 FILTERS: dict[str, SearchFilter] = {
     "public-only": SearchFilter("acme"),
     "acl=support": SearchFilter("acme", ("support",)),
-    # the active-version gate the pipeline adds (es_rag.versioning): a terms lookup in every retriever
+    # the active-version gate the pipeline adds (es_rag.versions.registry): a terms lookup in every retriever
     "acl=support+versions": SearchFilter("acme", ("support",)).with_versions(
         VersionGate("acme", index=registry_index(Settings()))
     ),
@@ -493,8 +498,8 @@ NEIGHBOR_ANCHORS: dict[str, list[Any]] = {
 
 
 def neighbor_bodies() -> list[BodyCase]:
-    """The ``_msearch`` of neighbour expansion (:func:`es_rag.queries.neighbors_request`) under every filter:
-    two searches per anchor (children before it, children after it), each under the hard filter."""
+    """The ``_msearch`` of neighbour expansion (:func:`es_rag.elasticsearch.bodies.neighbors_request`)
+    under every filter: two searches per anchor (children before it, children after it), each under the hard filter."""
     out: list[BodyCase] = []
     settings = Settings()
     for aname, anchors in NEIGHBOR_ANCHORS.items():
@@ -510,7 +515,7 @@ def neighbor_bodies() -> list[BodyCase]:
 
 
 def lineage_bodies() -> list[BodyCase]:
-    """Version registry PUTs, refresh, ``_delete_by_query`` and ``_count`` of :mod:`es_rag.versioning` (the
+    """Version registry PUTs, refresh, ``_delete_by_query`` and ``_count`` of :mod:`es_rag.versions.registry` (the
     registry GET has no body to check)."""
     settings = Settings()
     state = RegistryState("acme", {"handbook": "v3"}, ["handbook@v2"])

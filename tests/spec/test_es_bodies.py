@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.assets import ASSET_VERSION
-from es_rag.config import SEMANTIC_FIELD, Settings, VectorMode
+from es_rag.elasticsearch.assets import ASSET_VERSION
+from es_rag.elasticsearch.bodies import search_requests
 from es_rag.filters import SearchFilter
-from es_rag.queries import search_requests
-from es_rag.spec_check import SpecCase, TscResult, misspell_one_key, run_tsc
+from es_rag.settings import SEMANTIC_FIELD, Settings, VectorMode
+from tests.support.spec_check import SpecCase, TscResult, misspell_one_key, run_tsc
 
 try:  # rootdir-relative import when tests/ is importable, else pytest's rootdir-less "prepend" mode
     from tests.spec.bodies import (

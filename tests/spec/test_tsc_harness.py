@@ -1,4 +1,4 @@
-"""Tests of the spec-conformance harness (es_rag.spec_check) with hand-written request bodies.
+"""Tests of the spec-conformance harness (tests.support.spec_check) with hand-written request bodies.
 
 All positive cases are compiled in one tsc run and all negative (misspelt) cases in a second one; both
 runs are module-scoped fixtures. Needs ``npm ci --prefix spec`` (the harness raises, it never skips).
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from es_rag.spec_check import (
+from tests.support.spec_check import (
     DEFAULT_SPEC_DIR,
     SpecCase,
     SpecToolchainError,

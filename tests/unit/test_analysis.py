@@ -1,11 +1,11 @@
-"""Analyzer mirrors (es_rag.analysis) and the embedded backend's configurable multi_match."""
+"""Analyzer mirrors (es_rag.embedded.analyzers) and the embedded backend's configurable multi_match."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from es_rag.analysis import (
+from es_rag.embedded.analyzers import (
     ENGLISH_STOP_WORDS,
     analyze,
     cjk_analyzer,
@@ -13,12 +13,12 @@ from es_rag.analysis import (
     get_analyzer,
     standard_analyzer,
 )
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.backends.embedded import analyze as embedded_analyze
-from es_rag.config import Analyzer, Settings
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.embedded.backend import analyze as embedded_analyze
 from es_rag.errors import ConfigError
 from es_rag.filters import SearchFilter
-from es_rag.models import Chunk
+from es_rag.records import Chunk
+from es_rag.settings import Analyzer, Settings
 
 
 def test_standard_keeps_stop_words_and_uax29_joins() -> None:
@@ -131,7 +131,7 @@ def test_bm25_scores_equal_elasticsearch_legacy_bm25_for_any_k1_b(k1: float, b: 
 
 
 def test_embedded_backend_takes_k1_and_b_from_settings() -> None:
-    from es_rag.app import embedded_backend
+    from es_rag.wiring import embedded_backend
 
     backend = embedded_backend(Settings(bm25_k1=0.9, bm25_b=0.4), None)
     assert (backend.k1, backend.b) == (0.9, 0.4)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from es_rag.cli import build_parser, connection_kwargs, main
-from es_rag.config import Settings
+from es_rag.settings import Settings
 from tests.double.client import strict_backend
 from tests.double.cluster import Role, StrictCluster
 from tests.double.http import serve
@@ -136,7 +136,7 @@ def test_each_documented_role_is_enough_for_its_use(use: str) -> None:
     """The least privileges of docs/cluster.md (ROLE_PRIVILEGES), run against the double's privilege model."""
     import random as rnd
 
-    from es_rag.backends.elasticsearch import ROLE_PRIVILEGES
+    from es_rag.elasticsearch.backend import ROLE_PRIVILEGES
     from es_rag.filters import SearchFilter
     from es_rag.pipeline import RagPipeline
     from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 from elastic_transport import ConnectionError as TransportConnectionError
 
-from es_rag.backends.elasticsearch import (
+from es_rag.elasticsearch.backend import (
     BULK_MAX_RETRIES,
     ElasticsearchBackend,
     is_licence_refusal,
 )
-from es_rag.config import Settings
 from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, LicenseError
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
-from es_rag.lineage import EsVersionStore
 from es_rag.pipeline import RagPipeline
-from es_rag.requests import EsRequest
+from es_rag.settings import Settings
+from es_rag.versions.store import EsVersionStore
 from tests.double.client import strict_backend
 from tests.double.cluster import Role, StrictCluster
 from tests.fakes import rejected_execution_error, rrf_license_error, unauthorized_error
@@ -45,7 +45,7 @@ def helper_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.fixture
 def send_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    import es_rag.backends.elasticsearch as es_mod
+    import es_rag.elasticsearch.backend as es_mod
 
     calls: list[float] = []
     monkeypatch.setattr(es_mod.time, "sleep", lambda s: calls.append(s))

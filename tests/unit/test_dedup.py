@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from es_rag.dedup import dedup_hits, normalize_text, span_overlap
-from es_rag.models import Hit
+from es_rag.records import Hit
+from es_rag.stages.dedup import dedup_hits, normalize_text, span_overlap
 
 
 def hit(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from es_rag.backends.embedded import EmbeddedBackend, analyze
-from es_rag.config import Settings
+from es_rag.embedded.backend import EmbeddedBackend, analyze
 from es_rag.filters import SearchFilter
-from es_rag.models import Chunk
+from es_rag.records import Chunk
+from es_rag.settings import Settings
 
 
 def chunk(i: int, text: str, tenant: str = "a", acl: tuple[str, ...] = ("public",), vec=None) -> Chunk:  # type: ignore[no-untyped-def]

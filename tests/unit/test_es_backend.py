@@ -1,4 +1,4 @@
-"""Unit tests of :class:`es_rag.backends.elasticsearch.ElasticsearchBackend` against a fake node.
+"""Unit tests of :class:`es_rag.elasticsearch.backend.ElasticsearchBackend` against a fake node.
 
 The client is a real ``elasticsearch.Elasticsearch`` 9.x; only its node is replaced by
 :class:`tests.fakes.FakeNode`, which records every request and answers canned bodies shaped like real
@@ -23,13 +23,13 @@ if str(_REPO) not in sys.path:
 from elastic_transport import ConnectionError as TransportConnectionError  # noqa: E402
 from elasticsearch import UnsupportedProductError  # noqa: E402
 
-from es_rag.assets import ASSET_VERSION, index_creation_requests, obsolete_asset_paths, setup_requests  # noqa: E402
-from es_rag.backends.base import Retrieval  # noqa: E402
-from es_rag.backends.elasticsearch import ElasticsearchBackend, decide_native_rrf  # noqa: E402
-from es_rag.config import Settings  # noqa: E402
+from es_rag.backend import Retrieval  # noqa: E402
+from es_rag.elasticsearch.assets import ASSET_VERSION, index_creation_requests, obsolete_asset_paths, setup_requests  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend, decide_native_rrf  # noqa: E402
 from es_rag.errors import ClusterError, ConfigError  # noqa: E402
 from es_rag.filters import SearchFilter  # noqa: E402
-from es_rag.models import Chunk  # noqa: E402
+from es_rag.records import Chunk  # noqa: E402
+from es_rag.settings import Settings  # noqa: E402
 from tests.fakes import (  # noqa: E402
     FakeNode,
     RecordedRequest,
@@ -860,7 +860,7 @@ def test_probe_of_an_8x_server_with_the_9x_client_names_the_fix() -> None:
 
 
 def test_probe_of_an_8x_server_with_the_8x_client_reaches_the_version_gate(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import es_rag.backends.elasticsearch as esb
+    import es_rag.elasticsearch.backend as esb
 
     backend, node = backend_on(version="8.18.2", license_type="enterprise")
     node.server_major = 8
@@ -901,8 +901,8 @@ def test_bulk_response_helper_sets_errors_flag() -> None:
 # get_neighbors (neighbour expansion)
 # =============================================================================================
 def test_get_neighbors_filters_every_search_and_foreign_tenant_hits_are_refused() -> None:
-    from es_rag.expansion import expand_neighbors
-    from es_rag.models import Hit
+    from es_rag.records import Hit
+    from es_rag.stages.expand import expand_neighbors
 
     backend, node = probed()
     anchor = Hit.from_source(doc("c2", start_offset=100, end_offset=142, parent_id="p-1", source_id="guide"))
@@ -932,7 +932,7 @@ def test_get_neighbors_filters_every_search_and_foreign_tenant_hits_are_refused(
 
 
 def test_get_neighbors_item_error_raises_cluster_error_with_the_item() -> None:
-    from es_rag.models import Hit
+    from es_rag.records import Hit
 
     backend, node = probed()
     err = error_body(400, "illegal_argument_exception", "No mapping found for [start_offset] in order to sort on")

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from es_rag.assets import render_asset
-from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.config import Settings
+from es_rag.elasticsearch.assets import render_asset
+from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.errors import ConfigError
-from es_rag.evaluation import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index, evaluate, load_beir
+from es_rag.evaluation.run import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index, evaluate, load_beir
 from es_rag.filters import SearchFilter
+from es_rag.settings import Settings
 from tests.fakes import (
     RecordedRequest,
     acknowledged,
@@ -160,7 +160,7 @@ def test_eval_refuses_an_index_created_with_other_bm25_parameters(
 def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
     beir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import es_rag.evaluation
+    import es_rag.evaluation.run
     from es_rag.cli import main
 
     seen: dict[str, Any] = {}
@@ -172,7 +172,7 @@ def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(es_rag.evaluation, "evaluate", fake_evaluate)
+    monkeypatch.setattr(es_rag.evaluation.run, "evaluate", fake_evaluate)
     with pytest.raises(Stop):
         main(["eval", "--dataset", str(beir), "--es", "http://localhost:9200"])
     assert seen["settings"].index_prefix == "es-rag-eval"

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from ir_measures import RR, R, nDCG
 
-from es_rag.cache import EmbeddingCache
-from es_rag.config import Settings
+from es_rag.encoders.cache import EmbeddingCache
 from es_rag.errors import InputError
-from es_rag.evaluation import ablate, evaluate, format_report, load_beir, metrics, run_from_ids
+from es_rag.evaluation.run import ablate, evaluate, format_report, load_beir, metrics, run_from_ids
+from es_rag.settings import Settings
 
 TOPICS = {
     "malaria": "mosquito parasite vaccine fever",
@@ -147,7 +147,7 @@ def test_ablation_changes_one_setting_and_reports_deltas(beir: Path, settings: S
 
 
 def test_report_writes_markdown_and_plots(beir: Path, settings: Settings, tmp_path: Path) -> None:
-    from es_rag.reporting import write_report
+    from es_rag.evaluation.report import write_report
 
     result = evaluate(beir, settings=settings.replace(reranker_model=None), cache_dir=tmp_path, depth=20)
     md = write_report(result, tmp_path / "report")
@@ -178,7 +178,7 @@ def test_embedding_cache_never_reencodes(tmp_path: Path) -> None:
 
 def test_bm25_protocols_are_the_published_setups() -> None:
     from es_rag.errors import ConfigError
-    from es_rag.evaluation import apply_bm25_protocol
+    from es_rag.evaluation.run import apply_bm25_protocol
 
     base = Settings(rerank_k=10)
     multi = apply_bm25_protocol(base, "beir-multifield")
@@ -192,7 +192,7 @@ def test_bm25_protocols_are_the_published_setups() -> None:
 
 
 def test_default_ablations_are_relative_to_the_base() -> None:
-    from es_rag.evaluation import ablations_for, apply_bm25_protocol
+    from es_rag.evaluation.run import ablations_for, apply_bm25_protocol
 
     multi = ablations_for(apply_bm25_protocol(Settings(), "beir-multifield"))
     assert "analyzer=standard" in multi and "bm25 protocol beir-es" in multi

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.expansion import expand_neighbors, expand_parents, merge_pieces
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.models import Chunk, Hit
+from es_rag.records import Chunk, Hit
+from es_rag.stages.expand import expand_neighbors, expand_parents, merge_pieces
 
 SOURCE = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
 #         0     6    11    17    23      31   36  40    46   51

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from es_rag.config import FusionMode, Settings
 from es_rag.errors import ConfigError
 from es_rag.filters import SearchFilter
+from es_rag.settings import FusionMode, Settings
 
 
 def test_clauses() -> None:

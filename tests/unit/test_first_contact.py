@@ -11,16 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.assets import render_asset, setup_requests
-from es_rag.backends.base import content_hash
-from es_rag.backends.embedded import EmbeddedBackend, knn_scores
-from es_rag.config import Settings, Similarity
+from es_rag.backend import content_hash
+from es_rag.elasticsearch.assets import render_asset, setup_requests
+from es_rag.embedded.backend import EmbeddedBackend, knn_scores
 from es_rag.errors import ConfigError
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import ingest_documents
 from es_rag.pipeline import RagPipeline
-from es_rag.requests import EsRequest
-from es_rag.versioning import VersionGate, registry_index
+from es_rag.settings import Settings, Similarity
+from es_rag.versions.registry import VersionGate, registry_index
 from tests.double.client import strict_backend
 from tests.double.cluster import StrictCluster
 from tests.double.ingest import InferenceEndpoint
@@ -236,7 +236,7 @@ def test_embedded_knn_scores_equal_the_cluster_scores(similarity: Similarity) ->
 
 
 def test_the_embedded_backend_refuses_what_the_mapping_refuses() -> None:
-    from es_rag.models import Chunk
+    from es_rag.records import Chunk
 
     backend = EmbeddedBackend(dims=2, similarity="dot_product")
     chunk = Chunk(

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from es_rag.errors import ConfigError
-from es_rag.fusion import check_window, linear_fusion, normalize_scores, reciprocal_rank_fusion
+from es_rag.stages.fusion import check_window, linear_fusion, normalize_scores, reciprocal_rank_fusion
 
 
 def ids(items):  # type: ignore[no-untyped-def]

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from es_rag.backends.elasticsearch import ElasticsearchBackend
-from es_rag.backends.embedded import EmbeddedBackend
 from es_rag.chunking import StructureChunker, make_chunker
 from es_rag.cli import main
-from es_rag.config import Settings
-from es_rag.embedding import SentenceTransformerEmbedder
+from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.encoders.embedder import SentenceTransformerEmbedder
 from es_rag.errors import ClusterError
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
-from es_rag.lineage import EsVersionStore
-from es_rag.versioning import RegistryState, VersionGate
+from es_rag.settings import Settings
+from es_rag.versions.registry import RegistryState, VersionGate
+from es_rag.versions.store import EsVersionStore
 from tests.spec.bodies import RecordingClient
 
 

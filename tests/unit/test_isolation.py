@@ -14,12 +14,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.config import Settings
+from es_rag.elasticsearch.bodies import search_requests
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.models import Chunk
 from es_rag.pipeline import fuse_channels
-from es_rag.queries import search_requests
+from es_rag.records import Chunk
+from es_rag.settings import Settings
 
 TENANTS = ("acme", "globex", "initech")
 GROUPS = ("public", "support", "eng", "hr")

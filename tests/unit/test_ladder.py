@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from es_rag.cli import build_parser, main
-from es_rag.config import Settings
 from es_rag.errors import ConfigError, InputError
-from es_rag.evaluation import (
+from es_rag.evaluation.ladder import format_ladder, ladder
+from es_rag.evaluation.run import (
     ChunkUnit,
     build_chunk_index,
     build_index,
@@ -21,7 +21,7 @@ from es_rag.evaluation import (
     metrics,
     run_from_ids,
 )
-from es_rag.ladder import format_ladder, ladder
+from es_rag.settings import Settings
 
 TOPICS = {
     "malaria": "mosquito parasite vaccine fever",

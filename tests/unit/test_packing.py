@@ -7,8 +7,8 @@ import re
 import pytest
 
 from es_rag.errors import ConfigError
-from es_rag.models import Hit
-from es_rag.packing import lost_in_the_middle_order, pack_context, validate_citations
+from es_rag.records import Hit
+from es_rag.stages.pack import lost_in_the_middle_order, pack_context, validate_citations
 
 
 def hit(i: int, text: str | None = None) -> Hit:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from es_rag.assets import search_template_source
-from es_rag.config import Settings
-from es_rag.filters import SearchFilter
-from es_rag.queries import (
+from es_rag.elasticsearch.assets import search_template_source
+from es_rag.elasticsearch.bodies import (
     channel_plan,
     extract_identifiers,
     identifier_tokens,
@@ -16,6 +14,8 @@ from es_rag.queries import (
     search_requests,
     search_template_params,
 )
+from es_rag.filters import SearchFilter
+from es_rag.settings import Settings
 
 FLT = SearchFilter("acme", ("support",), metadata={"source_id": ("faq",)})
 VEC = [0.5, -0.25, 0.125, 1.0]

@@ -10,13 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.backends.embedded import EmbeddedBackend
-from es_rag.config import Settings
-from es_rag.errors import ConfigError
-from es_rag.filters import SearchFilter
-from es_rag.models import Chunk, Hit
-from es_rag.pipeline import RagPipeline
-from es_rag.rerank import (
+from es_rag.cross_encoder.model import (
     CALIBRATION_FILE,
     Calibration,
     CrossEncoderReranker,
@@ -25,7 +19,13 @@ from es_rag.rerank import (
     plan_windows,
     ranking_text,
 )
-from es_rag.result_cache import cache_key, normalize_query
+from es_rag.cross_encoder.result_cache import cache_key, normalize_query
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.errors import ConfigError
+from es_rag.filters import SearchFilter
+from es_rag.pipeline import RagPipeline
+from es_rag.records import Chunk, Hit
+from es_rag.settings import Settings
 
 
 def test_ranking_text_has_structure_and_no_internal_fields() -> None:

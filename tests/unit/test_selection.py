@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from es_rag.errors import ConfigError
-from es_rag.selection import mmr
+from es_rag.stages.select import mmr
 
 
 def test_pure_relevance_is_cosine_order() -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from es_rag.errors import ConfigError
-from es_rag.gating import NO_SUFFICIENT_EVIDENCE, UNDECIDED, apply_gate, score_cliff
-from es_rag.models import Hit
-from es_rag.selection import LAMBDA_PRESETS, lambda_for, select_context
+from es_rag.records import Hit
+from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE, UNDECIDED, apply_gate, score_cliff
+from es_rag.stages.select import LAMBDA_PRESETS, lambda_for, select_context
 
 
 def hit(cid: str, source: str, vec: list[float] | None, parent: str | None = None) -> Hit:

@@ -14,7 +14,8 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.assets import (  # noqa: E402
+from es_rag.cli import main  # noqa: E402
+from es_rag.elasticsearch.assets import (  # noqa: E402
     ASSET_VERSION,
     obsolete_asset_paths,
     render_asset,
@@ -24,10 +25,9 @@ from es_rag.assets import (  # noqa: E402
     setup_paths,
     setup_requests,
 )
-from es_rag.backends.elasticsearch import ElasticsearchBackend  # noqa: E402
-from es_rag.cli import main  # noqa: E402
-from es_rag.config import Analyzer, Settings  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
 from es_rag.errors import ConfigError  # noqa: E402
+from es_rag.settings import Analyzer, Settings  # noqa: E402
 from tests.fakes import FakeNode, acknowledged, cluster_routes, index_created, make_backend  # noqa: E402
 
 AUTO = Settings(analyzer="auto", reranker_model=None)

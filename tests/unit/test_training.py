@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from es_rag.config import Settings
 from es_rag.errors import ConfigError, InputError
-from es_rag.evaluation import EVAL_TENANT, build_index, load_beir
-from es_rag.models import Hit
-from es_rag.training import (
+from es_rag.evaluation.run import EVAL_TENANT, build_index, load_beir
+from es_rag.evaluation.train_reranker import (
     TRAINING_META,
     TrainingConfig,
     TrainingPair,
@@ -20,6 +18,8 @@ from es_rag.training import (
     train_cross_encoder,
     train_reranker,
 )
+from es_rag.records import Hit
+from es_rag.settings import Settings
 from tests.unit.test_evaluation import write_beir
 
 
@@ -59,8 +59,8 @@ def test_hard_negatives_come_from_retrieval_and_exclude_positives(
 def test_train_reranker_saves_a_model_the_reranker_loads(
     beir: Path, tiny_bi_encoder: Path, tiny_cross_encoder: Path, tmp_path: Path
 ) -> None:
-    from es_rag.models import Hit
-    from es_rag.rerank import CrossEncoderReranker
+    from es_rag.cross_encoder.model import CrossEncoderReranker
+    from es_rag.records import Hit
 
     settings = Settings(embedding_model=str(tiny_bi_encoder), vector_dims=32)
     out = tmp_path / "model"
@@ -110,7 +110,7 @@ def test_unknown_loss_is_a_config_error() -> None:
 @pytest.mark.parametrize("loss", ["listwise", "pointwise"])
 def test_both_losses_learn_to_put_the_positive_first(loss: str, tiny_cross_encoder: Path, tmp_path: Path) -> None:
     """A learnable toy for a 1-layer random model: positives carry one phrase, hard negatives another."""
-    from es_rag.rerank import CrossEncoderReranker
+    from es_rag.cross_encoder.model import CrossEncoderReranker
 
     queries = ["remote wipe", "upload error", "cpu usage", "trash policy", "tenant isolation", "sync laptop"]
     pairs = []

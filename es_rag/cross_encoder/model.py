@@ -1,0 +1,533 @@
+"""Cross-encoder reranking (sentence-transformers ``CrossEncoder``), loaded lazily, batched.
+
+* The model sees a dedicated :func:`ranking_text` (title, section path, document type, version,
+  content), never raw JSON (seed 002 §18).
+* Each (query, passage) pair is tokenised **once** (fast tokenizer, whole batch); truncation and
+  windowing are done on those token ids, and the padded ids go straight to the model's forward pass.
+* A passage longer than the model's limit is either truncated (strategy ``truncate``: head of the
+  passage kept) or scored as overlapping windows that each keep the ranking_text header, aggregated
+  with ``max`` or ``mean_top_m`` (strategy ``windows``). Every hit gets a truncation record:
+  original tokens, model tokens, strategy, windows.
+* Scores are kept raw (model logits, no activation) in ``semantic_score``; :class:`Calibration`
+  maps them to a per-model calibrated relevance (sigmoid with temperature and bias). A threshold is
+  only ever per model (settings or the model directory's ``es_rag_calibration.json``), never a
+  universal 0.5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from es_rag.encoders.hub import hub_reachable
+from es_rag.errors import ConfigError, ModelLoadError
+from es_rag.records import Hit
+from es_rag.settings import Settings
+
+RANKING_TEXT_VERSION = "rt-2"
+CALIBRATION_FILE = "es_rag_calibration.json"
+"""Optional file in a cross-encoder directory: ``{"temperature": T, "bias": b, "threshold": t}`` fitted
+for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings override its values."""
+
+_JSONISH_RE = re.compile(r"^\s*[\[{]")
+
+
+def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, str]:
+    """The header and content the cross-encoder sees for one hit (``header + content`` is the passage).
+
+    Title, heading path, document type and version go in the header; internal ids, vectors, hashes
+    and offsets never do. A chunk whose text is a JSON object/array is passed as its text (it is the
+    chunk's content, not a database record).
+
+    Args:
+        hit: The candidate.
+        document_type: Document type label, when the corpus has one.
+
+    Returns:
+        ``(header, content)``; the header ends with ``"Content:\\n"``.
+    """
+    lines = []
+    if hit.title:
+        lines.append(f"Title: {hit.title}")
+    if hit.heading_path:
+        lines.append("Section: " + " > ".join(hit.heading_path))
+    if document_type:
+        lines.append(f"Document Type: {document_type}")
+    if hit.source_version:
+        lines.append(f"Version: {hit.source_version}")
+    lines.append("Content:")
+    return "\n".join(lines) + "\n", hit.text
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Maps raw cross-encoder scores to calibrated relevance: ``sigmoid((raw - bias) / temperature)``.
+
+    Args:
+        method: ``sigmoid`` or ``none`` (calibrated = None: nothing absolute is claimed).
+        temperature: Divides the shifted logit (> 0).
+        bias: Subtracted from the logit.
+        threshold: Calibrated relevance a hit needs to count as evidence; None = no absolute threshold.
+        source: Where the values came from (``settings``, the calibration file, ``default``).
+    """
+
+    method: str = "sigmoid"
+    temperature: float = 1.0
+    bias: float = 0.0
+    threshold: float | None = None
+    source: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.method not in ("sigmoid", "none"):
+            raise ConfigError(f"calibration method: invalid value {self.method!r}; valid values: sigmoid, none")
+        if not self.temperature > 0:
+            raise ConfigError(f"calibration temperature: must be > 0, got {self.temperature}")
+        if self.threshold is not None and self.method == "none":
+            raise ConfigError("calibration threshold: needs a calibration method (sigmoid), not 'none'")
+
+    def apply(self, raw: float) -> float | None:
+        """Calibrated relevance of one raw score (None with method ``none``).
+
+        Args:
+            raw: Raw model score (logit).
+        """
+        if self.method == "none":
+            return None
+        z = (raw - self.bias) / self.temperature
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the trace."""
+        return {
+            "method": self.method,
+            "temperature": self.temperature,
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "source": self.source,
+        }
+
+
+def load_calibration(
+    model_dir: str | Path | None,
+    *,
+    method: str = "sigmoid",
+    temperature: float | None = None,
+    bias: float | None = None,
+    threshold: float | None = None,
+) -> Calibration:
+    """Calibration from explicit values, falling back to ``es_rag_calibration.json`` in the model dir.
+
+    Args:
+        model_dir: Cross-encoder directory (None or a hub name: no file is read).
+        method: ``sigmoid`` or ``none``.
+        temperature: Explicit temperature (wins over the file).
+        bias: Explicit bias (wins over the file).
+        threshold: Explicit threshold (wins over the file).
+
+    Raises:
+        ConfigError: On an unreadable calibration file or invalid values.
+    """
+    stored: dict[str, Any] = {}
+    path = Path(model_dir) / CALIBRATION_FILE if model_dir is not None else None
+    if path is not None and path.is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}: unreadable calibration file: {exc}") from exc
+    explicit = temperature is not None or bias is not None or threshold is not None
+    source = "settings" if explicit else (str(path) if stored else "default")
+    if method == "none":
+        return Calibration(method="none", source=source)
+    return Calibration(
+        method=method,
+        temperature=float(temperature if temperature is not None else stored.get("temperature", 1.0)),
+        bias=float(bias if bias is not None else stored.get("bias", 0.0)),
+        threshold=threshold if threshold is not None else stored.get("threshold"),
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """How one passage was fitted to the model's limit."""
+
+    original_tokens: int
+    model_tokens: int
+    strategy: str
+    windows: int = 1
+
+    @property
+    def truncated(self) -> bool:
+        """True when some passage tokens were never seen by the model."""
+        return self.strategy == "truncate" and self.model_tokens < self.original_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the trace."""
+        return {
+            "original_tokens": self.original_tokens,
+            "model_tokens": self.model_tokens,
+            "truncated": self.truncated,
+            "truncation_strategy": self.strategy,
+            "windows": self.windows,
+        }
+
+
+@dataclass
+class RerankOutput:
+    """Raw scores (input order), their truncation records and the window scores behind each."""
+
+    scores: list[float]
+    truncation: list[Truncation]
+    window_scores: list[list[float]] = field(default_factory=list)
+    pairs: int = 0
+
+
+def aggregate(window_scores: Sequence[float], method: str = "max", top_m: int = 2) -> float:
+    """One score from a passage's window scores: ``max`` or the mean of the ``top_m`` best.
+
+    Args:
+        window_scores: Raw score per window (at least one).
+        method: ``max`` or ``mean_top_m``.
+        top_m: How many windows ``mean_top_m`` averages (fewer if fewer exist).
+    """
+    if not window_scores:
+        raise ConfigError("aggregate: no window scores")
+    if method == "max":
+        return float(max(window_scores))
+    if method == "mean_top_m":
+        best = sorted(window_scores, reverse=True)[: max(top_m, 1)]
+        return float(sum(best) / len(best))
+    raise ConfigError(f"aggregation: invalid value {method!r}; valid values: max, mean_top_m")
+
+
+def plan_windows(n_passage: int, budget: int, header: int, *, stride_overlap: int = 32) -> list[tuple[int, int]]:
+    """Token ranges of the content windows of one passage.
+
+    The header (``header`` tokens at the start of the passage) is repeated in every window, so each
+    window holds ``budget - header`` content tokens; consecutive windows overlap by
+    ``min(stride_overlap, size // 4)`` tokens. A passage that fits gives one window.
+
+    Args:
+        n_passage: Passage tokens (header included).
+        budget: Passage tokens the model can take next to the query.
+        header: Header tokens at the start of the passage.
+        stride_overlap: Overlap between windows, in tokens.
+
+    Returns:
+        ``(start, end)`` content token ranges (indices into the passage tokens, header excluded).
+    """
+    if n_passage <= budget:
+        return [(header, n_passage)]
+    size = budget - header
+    if size < 8:  # header eats the budget: plain head truncation of the whole passage
+        return [(header, header + max(budget - header, 0))]
+    step = size - min(stride_overlap, size // 4)
+    out = []
+    start = header
+    while True:
+        end = min(start + size, n_passage)
+        out.append((start, end))
+        if end >= n_passage:
+            return out
+        start += step
+
+
+class CrossEncoderReranker:
+    """Pointwise cross-encoder. ``__init__`` stores settings; :meth:`warm_up` loads the model.
+
+    Args:
+        model: Hub name or local directory of a cross-encoder.
+        batch_size: Pairs (windows) per forward pass.
+        max_length: Token limit of one (query, passage) pair; None = the model's own.
+        device: Torch device.
+        long_text: ``windows`` or ``truncate`` for passages over the limit.
+        aggregation: ``max`` or ``mean_top_m`` over window scores.
+        top_m: ``m`` of ``mean_top_m``.
+        backend: ``torch``, ``int8`` (dynamic int8 quantisation of the Linear layers, CPU) or ``onnx``
+            (sentence-transformers' ONNX backend; needs ``pip install 'es-rag[onnx]'``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        device: str = "cpu",
+        long_text: str = "windows",
+        aggregation: str = "max",
+        top_m: int = 2,
+        backend: str = "torch",
+    ) -> None:
+        if long_text not in ("windows", "truncate"):
+            raise ConfigError(f"long_text: invalid value {long_text!r}; valid values: windows, truncate")
+        if backend not in ("torch", "int8", "onnx"):
+            raise ConfigError(f"backend: invalid value {backend!r}; valid values: torch, int8, onnx")
+        aggregate([0.0], aggregation, top_m)  # validates the aggregation name
+        self.name = model
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.device = device
+        self.long_text = long_text
+        self.aggregation = aggregation
+        self.top_m = top_m
+        self.backend = backend
+        self._model: Any = None
+        self._version: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, device: str = "cpu") -> CrossEncoderReranker:
+        """A reranker for ``settings.reranker_model`` with the settings' batch, length, long-text,
+        aggregation and backend options.
+
+        Args:
+            settings: The settings (``reranker_model`` must be set).
+            device: Torch device.
+        """
+        if not settings.reranker_model:
+            raise ConfigError("reranker_model: not set (reranking is disabled)")
+        return cls(
+            settings.reranker_model,
+            batch_size=settings.rerank_batch_size,
+            max_length=settings.rerank_max_length,
+            device=device,
+            long_text=settings.rerank_long_text,
+            aggregation=settings.rerank_aggregation,
+            top_m=settings.rerank_top_m,
+            backend=settings.rerank_backend,
+        )
+
+    # -- loading ---------------------------------------------------------------------------
+    def _construct(self, name: str, **kwargs: Any) -> Any:
+        from sentence_transformers import CrossEncoder
+
+        if self.backend == "onnx":
+            try:
+                import onnxruntime  # noqa: F401
+                import optimum.onnxruntime  # noqa: F401
+            except ImportError as exc:
+                raise ModelLoadError(
+                    "the onnx reranker backend needs onnxruntime and optimum: pip install 'es-rag[onnx]'"
+                ) from exc
+            kwargs["backend"] = "onnx"
+        model = CrossEncoder(name, **kwargs)
+        if self.backend == "int8":
+            import warnings
+
+            import torch
+            from torch.ao.quantization import quantize_dynamic
+
+            if self.device != "cpu":
+                raise ModelLoadError(f"the int8 reranker backend runs on the CPU, not {self.device!r}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)  # type: ignore[no-untyped-call]
+        return model
+
+    def warm_up(self) -> None:
+        """Load the model (safe to call twice).
+
+        Raises:
+            ModelLoadError: When the model cannot be loaded (no hub, missing directory, bad files).
+        """
+        if self._model is not None:
+            return
+        try:
+            import sentence_transformers  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - core dependency
+            raise ModelLoadError("sentence-transformers is not installed: pip install es-rag") from exc
+        from es_rag.encoders.embedder import quiet_model_loading
+
+        quiet_model_loading()
+        kwargs: dict[str, Any] = {"device": self.device}
+        if self.max_length is not None:
+            kwargs["max_length"] = self.max_length
+        if not Path(self.name).is_dir():
+            # A hub name: use the local cache when it has the model, else the hub if it answers.
+            try:
+                self._model = self._construct(self.name, local_files_only=True, **kwargs)
+                return
+            except ModelLoadError:
+                raise
+            except Exception:
+                if not hub_reachable():
+                    raise ModelLoadError(
+                        f"cannot load cross-encoder {self.name!r}: not in the local model cache and the model "
+                        "hub is unreachable (pass a local model directory, e.g. one trained with "
+                        "`es-rag train-reranker`)"
+                    ) from None
+        try:
+            self._model = self._construct(self.name, **kwargs)
+        except ModelLoadError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(f"cannot load cross-encoder {self.name!r}: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def model(self) -> Any:
+        """The loaded CrossEncoder."""
+        self.warm_up()
+        return self._model
+
+    @property
+    def version(self) -> str:
+        """Fingerprint of the loaded weights: a directory's file names, sizes and mtimes, or a hub
+        commit hash; plus the backend (results of int8 and fp32 models must not share a cache)."""
+        if self._version is None:
+            digest = hashlib.sha256()
+            path = Path(self.name)
+            if path.is_dir():
+                for f in sorted(path.rglob("*")):
+                    if f.is_file():
+                        st = f.stat()
+                        digest.update(f"{f.relative_to(path)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+            else:
+                config = getattr(self.model, "config", None)
+                digest.update(str(getattr(config, "_commit_hash", None) or self.name).encode())
+            self._version = f"{digest.hexdigest()[:16]}+{self.backend}"
+        return self._version
+
+    def limit(self) -> int:
+        """Token limit of one (query, passage) pair, special tokens included."""
+        model = self.model
+        limit = self.max_length or getattr(model, "max_seq_length", None)
+        if limit is None:
+            limit = getattr(model.tokenizer, "model_max_length", 512)
+        config = getattr(getattr(model, "model", None), "config", None)
+        positions = getattr(config, "max_position_embeddings", None)
+        if isinstance(positions, int) and positions > 0:
+            limit = min(int(limit), positions)
+        return int(min(int(limit), 4096))
+
+    # -- scoring ---------------------------------------------------------------------------
+    def score(self, query: str, passages: Sequence[tuple[str, str]]) -> RerankOutput:
+        """Raw scores of ``query`` against each ``(header, content)`` passage, in input order.
+
+        Every pair is tokenised once; windows and truncation slice those ids.
+
+        Args:
+            query: The user's query.
+            passages: ``(header, content)`` per candidate (see :func:`ranking_text`).
+        """
+        if not passages:
+            return RerankOutput(scores=[], truncation=[])
+        model = self.model
+        tok = model.tokenizer
+        limit = self.limit()
+        texts = [h + c for h, c in passages]
+        enc = tok(
+            [query] * len(texts),
+            texts,
+            truncation=False,
+            add_special_tokens=True,
+            return_offsets_mapping=True,
+            verbose=False,
+        )
+        has_types = "token_type_ids" in enc
+        inputs: list[tuple[list[int], list[int] | None]] = []
+        owner: list[int] = []
+        records: list[Truncation] = []
+        for i, (header, _content) in enumerate(passages):
+            ids = list(enc["input_ids"][i])
+            types = list(enc["token_type_ids"][i]) if has_types else None
+            seq = enc.sequence_ids(i)
+            p_pos = [j for j, s in enumerate(seq) if s == 1]
+            if not p_pos:
+                raise ModelLoadError(f"cross-encoder {self.name!r}: its tokenizer does not encode text pairs")
+            first, last = p_pos[0], p_pos[-1] + 1
+            n_passage = last - first
+            budget = limit - (len(ids) - n_passage)
+            if budget < 1:
+                raise ConfigError(f"query too long for the reranker: {len(ids) - n_passage} tokens, limit {limit}")
+            offsets = enc["offset_mapping"][i]
+            n_header = sum(1 for j in p_pos if offsets[j][1] <= len(header))
+            if n_header > budget // 2:  # a header that eats the budget is not repeated
+                n_header = 0
+            if n_passage <= budget:
+                spans, keep_header, strategy = [(first, last)], False, "none"
+            elif self.long_text == "truncate":
+                spans, keep_header, strategy = [(first + n_header, first + budget)], True, "truncate"
+            else:
+                spans = [(first + a, first + b) for a, b in plan_windows(n_passage, budget, n_header)]
+                keep_header = True
+                strategy = "windows"
+            model_tokens = 0
+            for a, b in spans:
+                head = list(range(first, first + n_header)) if keep_header else []
+                body = head + list(range(a, b))
+                idx = list(range(first)) + body + list(range(last, len(ids)))
+                inputs.append(([ids[j] for j in idx], [types[j] for j in idx] if types is not None else None))
+                owner.append(i)
+                model_tokens = max(model_tokens, len(body))
+            records.append(Truncation(n_passage, model_tokens, strategy, len(spans)))
+        raw = self._forward(inputs)
+        per_hit: list[list[float]] = [[] for _ in passages]
+        for i, s in zip(owner, raw, strict=True):
+            per_hit[i].append(s)
+        scores = [aggregate(w, self.aggregation, self.top_m) for w in per_hit]
+        return RerankOutput(scores=scores, truncation=records, window_scores=per_hit, pairs=len(inputs))
+
+    def _forward(self, inputs: Sequence[tuple[list[int], list[int] | None]]) -> list[float]:
+        import torch
+
+        model = self.model
+        tok = model.tokenizer
+        order = sorted(range(len(inputs)), key=lambda j: -len(inputs[j][0]))
+        out = [0.0] * len(inputs)
+        model.eval()
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                feats: dict[str, Any] = {"input_ids": [inputs[j][0] for j in batch]}
+                if inputs[batch[0]][1] is not None:
+                    feats["token_type_ids"] = [inputs[j][1] for j in batch]
+                padded = tok.pad(feats, return_tensors="pt")
+                padded = {k: v.to(model.device) for k, v in padded.items()}
+                scores = model(padded)["scores"]
+                if scores.ndim > 1 and scores.shape[-1] != 1:
+                    raise ModelLoadError(
+                        f"cross-encoder {self.name!r} has {scores.shape[-1]} labels; a relevance model has one"
+                    )
+                values = scores.float().reshape(-1).cpu().numpy()
+                for j, v in zip(batch, values, strict=True):
+                    out[j] = float(v)
+        return out
+
+    def rerank(
+        self, query: str, hits: Sequence[Hit], *, document_types: Sequence[str | None] | None = None
+    ) -> list[Hit]:
+        """Score every hit against ``query``; returns hits sorted by raw ``semantic_score``, best first.
+
+        Args:
+            query: The user's query.
+            hits: Candidates (order is the tie-break: equal scores keep the fused order).
+            document_types: Optional document type per hit for the ranking_text.
+        """
+        types = list(document_types) if document_types is not None else [None] * len(hits)
+        result = self.score(query, [ranking_text(h, document_type=t) for h, t in zip(hits, types, strict=True)])
+        return order_by_scores(hits, result, self.name)
+
+
+def order_by_scores(hits: Sequence[Hit], result: RerankOutput, model_name: str) -> list[Hit]:
+    """Hits with their raw scores and truncation flags, sorted best first (stable on ties).
+
+    Args:
+        hits: Candidates in the order they were scored.
+        result: Scores in the same order.
+        model_name: Recorded in ``reranker_model``.
+    """
+    scored = [
+        h.replace(semantic_score=s, reranker_model=model_name, truncated=t.truncated)
+        for h, s, t in zip(hits, result.scores, result.truncation, strict=True)
+    ]
+    keys = np.asarray(result.scores, dtype=np.float64)
+    order = sorted(range(len(scored)), key=lambda i: (-keys[i], i))
+    return [scored[i] for i in order]

@@ -1,0 +1,621 @@
+"""Pure builders of every search body es_rag sends (no I/O).
+
+Every fusion path queries the same channels with the same hard filters, the same candidate counts and
+the same fusion parameters:
+
+* channels: ``bm25`` (``multi_match`` over ``Settings.bm25_fields``), ``dense`` (``knn`` on ``vector``;
+  in ``vector_mode=semantic_text`` a ``semantic`` query on the ``semantic_text`` field instead, embedded
+  by Elasticsearch, with a ``semantic`` highlight naming the best server-side chunk) and ``exact``
+  (identifier-like query tokens -- error codes, product numbers, function names -- as ``match_phrase``
+  on the ``.ident`` subfields, see :func:`extract_identifiers`); ``exact`` runs only when
+  the query holds such a token and ``Settings.exact_channel`` is ``auto``;
+* native: one ``_search`` with an ``rrf`` (or ``linear``) retriever whose children are named
+  (``_name``) ``standard`` / ``knn`` retrievers, each carrying the filter clauses itself;
+* client: one ``_msearch`` with one search per channel (filters in the bool ``filter`` and in the kNN
+  ``filter``), fused by :func:`es_rag.stages.fusion.reciprocal_rank_fusion` /
+  :func:`es_rag.stages.fusion.linear_fusion`;
+* stored search template: :func:`search_template_requests` (mustache, for apps and Kibana Dev Tools).
+
+No body ever uses ``post_filter``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from es_rag.es_request import EsRequest
+from es_rag.filters import SearchFilter
+from es_rag.settings import SEMANTIC_FIELD, Settings, VectorMode
+from es_rag.stages.fusion import NATIVE_NORMALIZERS, check_window
+
+SOURCE_FIELDS = [
+    "chunk_id",
+    "source_id",
+    "source_version",
+    "parent_id",
+    "heading_path",
+    "start_offset",
+    "end_offset",
+    "chunker_version",
+    "embedding_version",
+    "tenant_id",
+    "acl",
+    "title",
+    "text",
+    "token_count",
+    "content_hash",
+    "vector",
+]
+BM25_FIELDS = ["title^2", "heading_path^1.5", "text"]
+"""Default ``multi_match`` fields (``Settings.bm25_fields`` overrides them)."""
+EXACT_FIELDS = ("text.ident", "title.ident", "heading_path.ident")
+"""Subfields analysed by ``es_rag_identifier`` (pattern tokenizer on ``[^\\p{L}\\p{N}_]+`` + lowercase)."""
+CHANNELS = ("bm25", "dense", "exact")
+MAX_IDENTIFIERS = 8
+
+# A candidate token: word characters joined by identifier punctuation (E-1042, sync_engine.start(), v2.3.1).
+_CANDIDATE_RE = re.compile(r"[\w][\w\-./:#]*(?:\(\))?", re.UNICODE)
+_IDENT_TOKEN_RE = re.compile(r"[^\W]+", re.UNICODE)
+
+
+def is_identifier(token: str) -> bool:
+    """Whether a query token looks like an identifier that BM25 and dense retrieval may miss.
+
+    Identifier-like: letters and digits mixed (``E1042``, ``X200``, ``v2``), an underscore
+    (``sync_engine``), camelCase (``getUser``), a call (``start()``), ``::`` / ``.`` / ``-`` / ``/``
+    between word characters with a digit or an upper-case letter somewhere (``ERR-SYNC-42``,
+    ``Foo.bar``, ``HTTP/2``). Plain words and plain numbers are not.
+
+    Args:
+        token: One candidate token of the query.
+    """
+    core = token.rstrip(".:-/#")
+    if len(core) < 2:
+        return False
+    has_alpha = any(c.isalpha() for c in core)
+    has_digit = any(c.isdigit() for c in core)
+    if has_alpha and has_digit:
+        return True
+    if "_" in core.strip("_") or core.endswith("()"):
+        return True
+    if re.search(r"[a-z][A-Z]", core):
+        return True
+    joined = re.search(r"\w(::|[.\-/])\w", core) is not None
+    return joined and (has_digit or any(c.isupper() for c in core))
+
+
+def extract_identifiers(query_text: str) -> list[str]:
+    """Identifier-like tokens of the query, in order, without duplicates (at most 8).
+
+    Args:
+        query_text: The user's query.
+    """
+    out: list[str] = []
+    for m in _CANDIDATE_RE.finditer(query_text):
+        token = m.group().rstrip(".:-/#")
+        if is_identifier(token) and token not in out:
+            out.append(token)
+    return out[:MAX_IDENTIFIERS]
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """The ``es_rag_identifier`` analyzer in Python: split on non-word characters, lowercase.
+
+    Mirrors the ``pattern`` tokenizer ``[^\\p{L}\\p{N}_]+`` followed by ``lowercase`` (see
+    ``index_templates/_index_settings.j2``); the embedded backend's exact channel uses it.
+
+    Args:
+        text: Field text or an identifier.
+    """
+    return _IDENT_TOKEN_RE.findall(text.lower())
+
+
+def exact_channel_active(query_text: str, settings: Settings) -> bool:
+    """Whether the exact-match channel runs for this query.
+
+    Args:
+        query_text: The user's query.
+        settings: ``exact_channel`` (``auto`` or ``off``).
+    """
+    return settings.exact_channel == "auto" and bool(extract_identifiers(query_text))
+
+
+def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:
+    """``_source`` of every search: lineage fields plus the stored vector (MMR reuses it).
+
+    Args:
+        vectors_in_source_param: Send ``exclude_vectors: false`` (Elasticsearch >= 9.2 leaves
+            vectors out of ``_source`` by default); False for older clusters that reject the key.
+    """
+    spec: dict[str, Any] = {"includes": list(SOURCE_FIELDS)}
+    if vectors_in_source_param:
+        spec["exclude_vectors"] = False
+    return spec
+
+
+def bm25_query(query_text: str, settings: Settings | None = None) -> dict[str, Any]:
+    """BM25 ``multi_match`` (``best_fields``) over the configured fields.
+
+    Args:
+        query_text: The user's query.
+        settings: Gives ``bm25_fields`` and ``bm25_tie_breaker`` (default settings when None).
+    """
+    s = settings or Settings()
+    mm: dict[str, Any] = {"query": query_text, "fields": list(s.bm25_fields), "type": "best_fields"}
+    if s.bm25_tie_breaker:
+        mm["tie_breaker"] = s.bm25_tie_breaker
+    return {"multi_match": mm}
+
+
+def exact_query(identifiers: Sequence[str]) -> dict[str, Any]:
+    """Exact-match query: each identifier as a phrase on every ``.ident`` subfield; any may match.
+
+    A ``dis_max`` with ``tie_breaker: 1.0`` scores the sum of the matching phrase clauses (the embedded
+    backend mirrors exactly that) and keeps the query free of a nested ``bool`` without filter.
+
+    Args:
+        identifiers: Identifier-like query tokens (:func:`extract_identifiers`).
+    """
+    queries = [{"match_phrase": {f: {"query": ident}}} for ident in identifiers for f in EXACT_FIELDS]
+    return {"dis_max": {"queries": queries, "tie_breaker": 1.0}}
+
+
+def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, settings: Settings) -> dict[str, Any]:
+    """kNN search section with the filter applied during the graph search (never after).
+
+    Args:
+        query_vector: The query embedding.
+        flt: Hard filter.
+        settings: Gives ``candidate_k`` (k) and ``num_candidates``.
+    """
+    return {
+        "field": "vector",
+        "query_vector": [float(x) for x in query_vector],
+        "k": settings.candidate_k,
+        "num_candidates": settings.num_candidates,
+        "filter": flt.to_es(),
+    }
+
+
+def semantic_query(query_text: str) -> dict[str, Any]:
+    """The ``semantic`` query on the ``semantic_text`` field (``vector_mode=semantic_text``): Elasticsearch
+    embeds the query with the field's inference endpoint and scores each document by its best chunk.
+
+    Args:
+        query_text: The user's query.
+    """
+    return {"semantic": {"field": SEMANTIC_FIELD, "query": query_text}}
+
+
+def semantic_highlight() -> dict[str, Any]:
+    """``highlight`` asking the ``semantic`` highlighter for the best-scoring server-side chunk of each hit.
+
+    The highlighter returns chunk *text* (the chunks are stored as offsets into the field value, which
+    are not exposed); :func:`es_rag.elasticsearch.backend.locate_server_chunk` maps it back to source
+    offsets where the chunk is a span of ``text``. ``SemanticTextHighlighter`` returns whole chunks
+    (``content.substring(offset.start, offset.end)``) and never reads ``fragment_size``; it ranks the chunks by
+    score and keeps ``number_of_fragments`` of them (default 5; re-sorted into document order unless
+    ``order: score``) -- hence the explicit ``1`` and ``score``. ``tests/live/test_live_selftest.py`` checks that
+    the fragment is a whole chunk.
+    """
+    return {"fields": {SEMANTIC_FIELD: {"type": "semantic", "number_of_fragments": 1, "order": "score"}}}
+
+
+def semantic_mode(settings: Settings) -> bool:
+    """Whether the dense channel is the server-side ``semantic`` query (``vector_mode=semantic_text``).
+
+    Args:
+        settings: ``vector_mode`` / ``inference_id``.
+    """
+    return settings.vectors is VectorMode.SEMANTIC_TEXT
+
+
+def channel_plan(query_text: str, query_vector: object | None, settings: Settings) -> list[str]:
+    """The channels one search runs, in fusion order (``bm25``, then ``dense``, then ``exact``).
+
+    In ``vector_mode=semantic_text`` the dense channel needs no client vector (the cluster embeds the
+    query), so it always runs.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding, or None (embedding failed / disabled).
+        settings: ``exact_channel`` and ``vector_mode``.
+    """
+    channels = ["bm25"]
+    if query_vector is not None or semantic_mode(settings):
+        channels.append("dense")
+    if exact_channel_active(query_text, settings):
+        channels.append("exact")
+    return channels
+
+
+WEIGHTED_RRF_MIN_VERSION = (9, 2)
+"""Weighted ``rrf`` children (``{"retriever": ..., "weight": w}``): ``RRFRetrieverComponent``, node feature
+``rrf_retriever.weighted_support`` (9.2); 9.1 and older parse each child as a named retriever and refuse it."""
+LINEAR_MIN_VERSION = (8, 18)
+"""The ``linear`` retriever (``LinearRetrieverBuilder``, node feature ``linear_retriever_supported``: 8.18 / 9.0)."""
+L2_NORM_MIN_VERSION = (9, 1)
+"""The ``l2_norm`` normalizer of the ``linear`` retriever (``linear_retriever.l2_norm``, 9.1)."""
+
+
+def native_blocker(settings: Settings, version: Sequence[int] | None = None) -> str | None:
+    """Why the configured fusion cannot run as a native retriever on a cluster of ``version`` (None: it can).
+
+    ``zscore`` exists only client-side; weighted ``rrf`` needs 9.2, ``linear`` 8.18 and its ``l2_norm`` 9.1. The
+    linear body names the normalizer per child only (a top-level ``normalizer`` next to ``retrievers`` is refused
+    by 9.1 and unknown to 9.0), so it needs no newer version than the retriever itself.
+
+    Args:
+        settings: ``fusion_method``, ``score_normalizer`` and ``channel_weights``.
+        version: The cluster version, or None when unknown (only the version-free rule applies).
+    """
+    if settings.fusion_method == "linear" and settings.score_normalizer not in NATIVE_NORMALIZERS:
+        return f"normalizer {settings.score_normalizer} exists only client-side"
+    if version is None:
+        return None
+    shown = ".".join(str(p) for p in version)
+    if settings.fusion_method == "rrf" and settings.channel_weights and tuple(version) < WEIGHTED_RRF_MIN_VERSION:
+        return f"weighted rrf needs Elasticsearch >= 9.2 (rrf_retriever.weighted_support), the cluster is {shown}"
+    if settings.fusion_method == "linear":
+        if tuple(version) < LINEAR_MIN_VERSION:
+            return f"the linear retriever needs Elasticsearch >= 8.18, the cluster is {shown}"
+        if settings.score_normalizer == "l2_norm" and tuple(version) < L2_NORM_MIN_VERSION:
+            return f"the l2_norm normalizer needs Elasticsearch >= 9.1, the cluster is {shown}"
+    return None
+
+
+def native_supported(settings: Settings, version: Sequence[int] | None = None) -> bool:
+    """Whether the configured fusion can run natively on ``version`` (:func:`native_blocker` has no objection).
+
+    Args:
+        settings: ``fusion_method``, ``score_normalizer`` and ``channel_weights``.
+        version: The cluster version, or None when unknown.
+    """
+    return native_blocker(settings, version) is None
+
+
+def _child_retriever(
+    channel: str,
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+) -> dict[str, Any]:
+    if channel == "bm25":
+        return {"standard": {"query": bm25_query(query_text, settings), "filter": flt.to_es(), "_name": "bm25"}}
+    if channel == "dense":
+        if semantic_mode(settings):
+            return {"standard": {"query": semantic_query(query_text), "filter": flt.to_es(), "_name": "dense"}}
+        assert query_vector is not None
+        return {"knn": {**knn_clause(query_vector, flt, settings), "_name": "dense"}}
+    if channel == "exact":
+        query = exact_query(extract_identifiers(query_text))
+        return {"standard": {"query": query, "filter": flt.to_es(), "_name": "exact"}}
+    raise ValueError(f"unknown channel {channel!r}")
+
+
+def native_rrf_body(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """``_search`` body using the native ``rrf`` (or ``linear``) retriever (Enterprise/trial, ES >= 8.16).
+
+    Each child retriever is named (``_name``: ``bm25``, ``dense``, ``exact``) and carries the filter
+    itself. With one channel (no vector, no identifier) the body is that single filtered retriever:
+    fusion of one list is that list. ``size == rank_window_size == candidate_k``.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding, or None for no dense channel.
+        flt: Hard filter, placed inside every child retriever.
+        settings: Candidate counts, fusion method and parameters, channel weights.
+        vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to fuse (default :func:`channel_plan`).
+    """
+    names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
+    check_window(settings.candidate_k, settings.candidate_k)
+    body: dict[str, Any] = {
+        "size": settings.candidate_k,
+        "_source": source_spec(vectors_in_source_param=vectors_in_source_param),
+    }
+    if "dense" in names and semantic_mode(settings):
+        body["highlight"] = semantic_highlight()
+    children = [_child_retriever(c, query_text, query_vector, flt, settings) for c in names]
+    if len(children) == 1:
+        body["retriever"] = children[0]
+        return body
+    weights = settings.channel_weights
+    if settings.fusion_method == "linear":
+        # the normalizer per child only: a top-level normalizer next to retrievers is refused by 9.1
+        # ("[linear] [normalizer] cannot be provided when [retrievers] is specified") and unknown to 9.0
+        entries = [
+            {"retriever": child, "weight": weights.get(name, 1.0), "normalizer": settings.score_normalizer}
+            for name, child in zip(names, children, strict=True)
+        ]
+        body["retriever"] = {"linear": {"retrievers": entries, "rank_window_size": settings.candidate_k}}
+        return body
+    rrf_children: list[dict[str, Any]]
+    if weights:
+        rrf_children = [
+            {"retriever": child, "weight": weights.get(name, 1.0)} for name, child in zip(names, children, strict=True)
+        ]
+    else:
+        rrf_children = children
+    body["retriever"] = {
+        "rrf": {
+            "retrievers": rrf_children,
+            "rank_constant": settings.rank_constant,
+            "rank_window_size": settings.candidate_k,
+        }
+    }
+    return body
+
+
+def client_channel_bodies(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per-channel ``_search`` bodies of the client-side fusion path, keyed by channel name.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding, or None for no dense channel.
+        flt: Hard filter, placed in every channel.
+        settings: Candidate counts.
+        vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to query (default :func:`channel_plan`).
+    """
+    names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
+    src = source_spec(vectors_in_source_param=vectors_in_source_param)
+    bodies: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name == "dense" and semantic_mode(settings):
+            bodies[name] = {
+                "size": settings.candidate_k,
+                "_source": src,
+                "query": {"bool": {"must": [semantic_query(query_text)], "filter": flt.to_es()}},
+                "highlight": semantic_highlight(),
+            }
+            continue
+        if name == "dense":
+            assert query_vector is not None
+            bodies[name] = {
+                "size": settings.candidate_k,
+                "_source": src,
+                "knn": knn_clause(query_vector, flt, settings),
+            }
+            continue
+        query = bm25_query(query_text, settings) if name == "bm25" else exact_query(extract_identifiers(query_text))
+        bodies[name] = {
+            "size": settings.candidate_k,
+            "_source": src,
+            "query": {"bool": {"must": [query], "filter": flt.to_es()}},
+        }
+    return bodies
+
+
+def search_requests(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    native: bool,
+    vectors_in_source_param: bool = True,
+    channels: Sequence[str] | None = None,
+) -> list[EsRequest]:
+    """The request(s) one search sends: one ``_search`` (native) or one ``_msearch`` (client).
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding, or None for no dense channel.
+        flt: Hard filter.
+        settings: Candidate counts, fusion parameters and index names.
+        native: Native ``rrf``/``linear`` retriever (True) or client-side fusion over ``_msearch`` (False).
+        vectors_in_source_param: See :func:`source_spec`.
+        channels: Channels to query (default :func:`channel_plan`).
+    """
+    index = settings.chunk_index
+    if native:
+        body = native_rrf_body(
+            query_text,
+            query_vector,
+            flt,
+            settings,
+            vectors_in_source_param=vectors_in_source_param,
+            channels=channels,
+        )
+        return [EsRequest("POST", f"{index}/_search", body)]
+    lines: list[dict[str, Any]] = []
+    for body in client_channel_bodies(
+        query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param, channels=channels
+    ).values():
+        lines.extend([{"index": index}, body])
+    return [EsRequest("POST", f"{index}/_msearch", lines)]
+
+
+# ------------------------------------------------------------------------------ search template
+
+
+def search_template_id(settings: Settings) -> str:
+    """Id of the stored hybrid search template (``<prefix>-hybrid``).
+
+    Args:
+        settings: Gives the prefix.
+    """
+    return f"{settings.index_prefix}-hybrid"
+
+
+def search_template_params(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
+) -> dict[str, Any]:
+    """``params`` of a ``_search/template`` call of the stored hybrid template.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding.
+        flt: Hard filter (rendered into every child retriever by the template).
+        settings: Candidate counts and RRF parameters.
+        vectors_in_source_param: See :func:`source_spec`.
+    """
+    identifiers = extract_identifiers(query_text) if settings.exact_channel == "auto" else []
+    params: dict[str, Any] = {
+        "query_text": query_text,
+        "query_vector": [float(x) for x in query_vector],
+        "filter": flt.to_es(),
+        "k": settings.candidate_k,
+        "num_candidates": settings.num_candidates,
+        "rank_window_size": settings.candidate_k,
+        "rank_constant": settings.rank_constant,
+        "fields": list(settings.bm25_fields),
+        "source": source_spec(vectors_in_source_param=vectors_in_source_param),
+    }
+    if settings.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
+        params["tie_breaker"] = settings.bm25_tie_breaker
+    if identifiers:
+        params["exact"] = {"query": exact_query(identifiers)}
+    return params
+
+
+def search_template_request(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool = True,
+) -> EsRequest:
+    """``POST <index>/_search/template`` calling the stored hybrid template with params.
+
+    Args:
+        query_text: The user's query.
+        query_vector: The query embedding.
+        flt: Hard filter.
+        settings: Candidate counts, index and template names.
+        vectors_in_source_param: See :func:`source_spec` (False before Elasticsearch 9.2, which refuses the key).
+    """
+    body = {
+        "id": search_template_id(settings),
+        "params": search_template_params(
+            query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param
+        ),
+    }
+    return EsRequest("POST", f"{settings.chunk_index}/_search/template", body)
+
+
+def render_search_template(source: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Render the stored template's mustache the way Elasticsearch does for the constructs it uses.
+
+    Supports ``{{name}}`` (values are JSON-escaped scalars inside strings), ``{{#toJson}}name{{/toJson}}``
+    and ``{{#name}}...{{/name}}`` / ``{{^name}}...{{/name}}`` sections on a present / absent param. Used
+    by the tests to prove the stored template renders to exactly :func:`native_rrf_body`'s retriever.
+
+    Args:
+        source: Template source (mustache over JSON).
+        params: The call's params.
+    """
+
+    def lookup(name: str) -> Any:
+        value: Any = params
+        for part in name.split("."):
+            value = value[part] if isinstance(value, dict) and part in value else None
+        return value
+
+    def sections(text: str) -> str:
+        pattern = re.compile(r"\{\{([#^])(\w+)\}\}(.*?)\{\{/\2\}\}", re.S)
+        while True:
+            m = pattern.search(text)
+            if m is None:
+                return text
+            kind, name, inner = m.groups()
+            if name == "toJson":
+                rendered = json.dumps(lookup(inner.strip()), ensure_ascii=False)
+            else:
+                present = lookup(name) not in (None, False, [], "")
+                rendered = inner if present == (kind == "#") else ""
+            text = text[: m.start()] + rendered + text[m.end() :]
+
+    def scalar(m: re.Match[str]) -> str:
+        value = lookup(m.group(1))
+        return json.dumps(value, ensure_ascii=False)[1:-1] if isinstance(value, str) else json.dumps(value)
+
+    text = sections(re.sub(r"\{\{![^}]*\}\}", "", source))
+    text = re.sub(r"\{\{([\w.]+)\}\}", scalar, text)
+    result: dict[str, Any] = json.loads(text)
+    return result
+
+
+def parents_request(parent_ids: Sequence[str], flt: SearchFilter, settings: Settings) -> EsRequest:
+    """Fetch parent sections by id under the hard filter (a parent of another tenant is never returned).
+
+    Args:
+        parent_ids: Parent chunk ids.
+        flt: Hard filter.
+        settings: Gives the parent index.
+    """
+    body = {
+        "size": len(parent_ids),
+        "query": {"bool": {"filter": [{"ids": {"values": list(parent_ids)}}, *flt.to_es()]}},
+    }
+    return EsRequest("POST", f"{settings.parent_index}/_search", body)
+
+
+def count_request(flt: SearchFilter | None, settings: Settings) -> EsRequest:
+    """Count child chunks, under the hard filter when one is given.
+
+    Args:
+        flt: Hard filter, or None to count every tenant's chunks (admin use).
+        settings: Gives the chunk index.
+    """
+    query: dict[str, Any] = {"bool": {"filter": flt.to_es()}} if flt is not None else {"match_all": {}}
+    return EsRequest("POST", f"{settings.chunk_index}/_count", {"query": query})
+
+
+def neighbors_request(anchors: Sequence[Any], flt: SearchFilter, settings: Settings, *, window: int) -> EsRequest:
+    """Adjacent children of each anchor chunk, under the hard filter: one ``_msearch`` with two
+    searches per anchor (``window`` children before it, sorted by ``start_offset`` descending, and
+    ``window`` after it, ascending), restricted to the anchor's source, version and parent section.
+
+    Args:
+        anchors: Selected hits (anything with ``source_id``, ``source_version``, ``parent_id`` and
+            ``start_offset``).
+        flt: Hard filter (a neighbour of another tenant or ACL is never returned).
+        settings: Gives the chunk index.
+        window: Children per side.
+    """
+    lines: list[dict[str, Any]] = []
+    for a in anchors:
+        same: list[dict[str, Any]] = [{"term": {"source_id": a.source_id}}]
+        if a.source_version is not None:
+            same.append({"term": {"source_version": a.source_version}})
+        if a.parent_id is not None:
+            same.append({"term": {"parent_id": a.parent_id}})
+        for op, order in (("lt", "desc"), ("gt", "asc")):
+            body = {
+                "size": window,
+                "query": {"bool": {"filter": [*same, {"range": {"start_offset": {op: a.start_offset}}}, *flt.to_es()]}},
+                "sort": [{"start_offset": {"order": order}}],
+                "_source": {"excludes": ["vector"]},
+            }
+            lines.extend([{"index": settings.chunk_index}, body])
+    return EsRequest("POST", "_msearch", lines)

@@ -1,0 +1,559 @@
+"""Embedded reference backend: bm25s BM25 + exact (flat) numpy kNN, persisted to a directory.
+
+It applies the same :class:`~es_rag.filters.SearchFilter` predicate as the Elasticsearch filter
+clauses *before* taking the top k of each channel (as Elasticsearch's filtered queries and
+filtered kNN do), and its channel lists are fused by the same client-side RRF. BM25 mirrors a
+``multi_match`` ``best_fields`` query: one BM25 index per field (title, heading_path, text), the
+document score is the best boosted field score. Scores are not bit-identical to Lucene's
+(different analyzer), rankings of the same documents under the same filter are what it reproduces.
+
+Tokenisation (every field and the query): the mirror of the configured Elasticsearch analyzer
+(``standard``, ``english``, ``cjk``: :mod:`es_rag.embedded.analyzers`); without one, lower-cased Unicode word runs
+with runs of CJK characters as overlapping bigrams (:func:`es_rag.embedded.analyzers.analyze`, re-exported here).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
+from es_rag.elasticsearch.bodies import BM25_FIELDS, exact_channel_active, extract_identifiers, identifier_tokens
+from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
+from es_rag.embedded.analyzers import get_analyzer
+from es_rag.errors import ConfigError, EsRagError, InputError
+from es_rag.filters import SearchFilter
+from es_rag.records import Chunk, Hit
+from es_rag.settings import Analyzer, Settings, Similarity
+from es_rag.versions.registry import VersionGate
+
+FORMAT_VERSION = 1
+
+
+def _field_weights(fields: Sequence[str] = tuple(BM25_FIELDS)) -> list[tuple[str, float]]:
+    out = []
+    for spec in fields:
+        name, _, boost = spec.partition("^")
+        out.append((name, float(boost) if boost else 1.0))
+    return out
+
+
+class EmbeddedBackend:
+    """Local backend stored in ``directory`` (created on first write).
+
+    Args:
+        directory: Where chunks, parents and vectors are persisted; None keeps everything in memory.
+        dims: Vector dimension (checked against stored data and every write).
+        bm25_k1: BM25 k1 (Lucene default 1.2).
+        bm25_b: BM25 b (Lucene default 0.75).
+        analyzer: Mirror of the Elasticsearch analyzer (``standard``, ``english``, ``cjk``; see
+            :mod:`es_rag.embedded.analyzers`) used for every field and the query;
+            None = :func:`~es_rag.embedded.analyzers.analyze`.
+        bm25_fields: ``multi_match`` fields with boosts (default: ``es_rag.elasticsearch.bodies.BM25_FIELDS``).
+        tie_breaker: ``best_fields`` tie_breaker: best boosted field score + this x the other fields' scores.
+        similarity: The ``dense_vector`` similarity: kNN scores (and the vectors it accepts) follow it as
+            Elasticsearch computes them (:func:`knn_scores`). None: the stored index's, else cosine; a stored
+            index keeps the similarity it was built with (another one is refused, as a mapping change would be).
+    """
+
+    name = "embedded"
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        dims: int | None = None,
+        bm25_k1: float = 1.2,
+        bm25_b: float = 0.75,
+        analyzer: Analyzer | str | None = None,
+        bm25_fields: Sequence[str] | None = None,
+        tie_breaker: float = 0.0,
+        similarity: Similarity | str | None = None,
+    ) -> None:
+        self.similarity = Similarity(similarity) if similarity is not None else Similarity.COSINE
+        self._similarity_given = similarity is not None
+        self.directory = Path(directory) if directory is not None else None
+        self.dims = dims
+        self.k1 = bm25_k1
+        self.b = bm25_b
+        self.analyzer = None if analyzer is None else Analyzer(analyzer)
+        self._analyze = get_analyzer(self.analyzer)
+        self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else tuple(BM25_FIELDS))
+        self.tie_breaker = float(tie_breaker)
+        self._children: dict[str, dict[str, Any]] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._parents: dict[str, dict[str, Any]] = {}
+        # Version registry, tenant -> registry document (es_rag.versions.registry.RegistryState.to_doc()).
+        self.versions: dict[str, dict[str, Any]] = {}
+        self._dirty = True
+        self._ids: list[str] = []
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._bm25: dict[str, Any] = {}
+        self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
+        if self.directory is not None and (self.directory / "meta.json").is_file():
+            self._load()
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _load(self) -> None:
+        assert self.directory is not None
+        meta = json.loads((self.directory / "meta.json").read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            raise EsRagError(f"{self.directory}: unsupported embedded index format {meta.get('format')!r}")
+        stored_dims = meta.get("dims")
+        if self.dims is not None and stored_dims is not None and stored_dims != self.dims:
+            raise ConfigError(f"{self.directory}: index holds {stored_dims}-dim vectors, settings say {self.dims}")
+        self.dims = stored_dims
+        stored_similarity = Similarity(meta.get("similarity", Similarity.COSINE.value))
+        if self._similarity_given and stored_similarity is not self.similarity:
+            raise ConfigError(
+                f"{self.directory}: index was built with similarity {stored_similarity.value}, settings say "
+                f"{self.similarity.value} (a new index is needed, as on Elasticsearch)"
+            )
+        self.similarity = stored_similarity
+        with open(self.directory / "chunks.jsonl", encoding="utf-8") as fh:
+            children = [json.loads(line) for line in fh if line.strip()]
+        matrix = np.load(self.directory / "vectors.npy") if children else np.zeros((0, 0), np.float32)
+        for doc, vec in zip(children, matrix, strict=True):
+            self._children[doc["chunk_id"]] = doc
+            self._vectors[doc["chunk_id"]] = vec
+        with open(self.directory / "parents.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    doc = json.loads(line)
+                    self._parents[doc["chunk_id"]] = doc
+        registry = self.directory / "versions.json"
+        if registry.is_file():
+            self.versions = json.loads(registry.read_text(encoding="utf-8"))
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the store to ``directory`` (atomic per file)."""
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ids = list(self._children)
+        tmp = self.directory / "chunks.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for cid in ids:
+                fh.write(json.dumps(self._children[cid], ensure_ascii=False) + "\n")
+        tmp.replace(self.directory / "chunks.jsonl")
+        matrix = np.stack([self._vectors[c] for c in ids]) if ids else np.zeros((0, self.dims or 0), np.float32)
+        with open(self.directory / "vectors.npy.tmp", "wb") as fb:
+            np.save(fb, matrix.astype(np.float32))
+        (self.directory / "vectors.npy.tmp").replace(self.directory / "vectors.npy")
+        tmp = self.directory / "parents.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for doc in self._parents.values():
+                fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        tmp.replace(self.directory / "parents.jsonl")
+        tmp = self.directory / "versions.json.tmp"
+        tmp.write_text(json.dumps(self.versions, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.directory / "versions.json")
+        meta = {
+            "format": FORMAT_VERSION,
+            "dims": self.dims,
+            "similarity": self.similarity.value,
+            "chunks": len(ids),
+            "parents": len(self._parents),
+        }
+        (self.directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    # -- writes --------------------------------------------------------------------------------
+    def _prepare(self, chunk: Chunk) -> dict[str, Any]:
+        doc = chunk.to_source(include_vector=False)
+        validate_chunk_source(doc, document=chunk.source_path or chunk.source_id or chunk.chunk_id)
+        doc["content_hash"] = content_hash(doc["text"])
+        doc["ingested_at"] = datetime.now(timezone.utc).isoformat()
+        if chunk.source_path is not None:
+            doc["source_path"] = chunk.source_path
+        return doc
+
+    def index(self, chunks: Sequence[Chunk], parents: Sequence[Chunk] = ()) -> IndexReport:
+        """Upsert children (each needs a vector) and parents; every bad document is reported, the rest land.
+
+        Args:
+            chunks: Child chunks with vectors.
+            parents: Parent sections.
+        """
+        report = IndexReport()
+        for chunk in chunks:
+            name = chunk.source_path or chunk.source_id or chunk.chunk_id
+            try:
+                doc = self._prepare(chunk)
+                if chunk.vector is None:
+                    raise InputError(name, "vector", f"chunk {chunk.chunk_id} has no vector")
+                vec = np.asarray(chunk.vector, dtype=np.float32).reshape(-1)
+                if self.dims is None:
+                    self.dims = int(vec.shape[0])
+                if vec.shape[0] != self.dims:
+                    raise InputError(name, "vector", f"has {vec.shape[0]} dims, the index holds {self.dims}")
+                if not np.all(np.isfinite(vec)):
+                    raise InputError(name, "vector", "contains NaN or infinity")
+                refused = vector_refusal(vec, self.similarity)
+                if refused:
+                    raise InputError(name, "vector", refused)
+            except InputError as err:
+                report.failed.append(err.as_dict())
+                continue
+            self._children[doc["chunk_id"]] = doc
+            self._vectors[doc["chunk_id"]] = vec
+            report.indexed += 1
+        for parent in parents:
+            try:
+                doc = self._prepare(parent)
+            except InputError as err:
+                report.failed.append(err.as_dict())
+                continue
+            self._parents[doc["chunk_id"]] = doc
+            report.indexed += 1
+        self._dirty = True
+        return report
+
+    def delete_source(
+        self, source_id: str | None, *, tenant_id: str | None = None, version_keys: Collection[str] | None = None
+    ) -> int:
+        """Remove every child and parent of ``source_id`` (optionally only ``tenant_id``'s, only the given
+        ``version_keys``); returns how many documents went.
+
+        Args:
+            source_id: The source to remove; None with ``version_keys`` removes those versions of any source.
+            tenant_id: Restrict to this tenant.
+            version_keys: Restrict to these ``source_id@source_version`` keys.
+        """
+
+        def doomed(d: dict[str, Any]) -> bool:
+            return (
+                (source_id is None or d["source_id"] == source_id)
+                and (tenant_id is None or d.get("tenant_id") == tenant_id)
+                and (version_keys is None or d.get("version_key") in version_keys)
+            )
+
+        gone = [c for c, d in self._children.items() if doomed(d)]
+        for cid in gone:
+            del self._children[cid]
+            del self._vectors[cid]
+        pgone = [c for c, d in self._parents.items() if doomed(d)]
+        for cid in pgone:
+            del self._parents[cid]
+        self._dirty = True
+        return len(gone) + len(pgone)
+
+    def lineage_counts(self, tenant_id: str, source_id: str) -> dict[str, int]:
+        """Children and parents of a tenant's source still stored (verifies a delete).
+
+        Args:
+            tenant_id: The tenant.
+            source_id: The source.
+        """
+
+        def n(docs: dict[str, dict[str, Any]]) -> int:
+            return sum(1 for d in docs.values() if d["source_id"] == source_id and d.get("tenant_id") == tenant_id)
+
+        return {"chunks": n(self._children), "parents": n(self._parents)}
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        if not self._dirty:
+            return
+        import bm25s
+
+        self._ids = list(self._children)
+        docs = [self._children[c] for c in self._ids]
+        self._matrix = (
+            np.stack([self._vectors[c] for c in self._ids]).astype(np.float32)
+            if self._ids
+            else np.zeros((0, self.dims or 0), np.float32)
+        )
+        self._bm25 = {}
+        for fld, _ in self._fields:
+            corpus = []
+            for d in docs:
+                value = d.get(fld) or ""
+                corpus.append(self._analyze(" ".join(value) if isinstance(value, list) else str(value)))
+            if any(corpus):  # bm25s cannot index a field that is empty in every document
+                model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+                model.index(corpus, show_progress=False)
+                self._bm25[fld] = model
+        self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
+        self._dirty = False
+
+    def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
+        """Identifier tokens of one field for every document, their lengths and a postings map
+        (token -> document positions), computed once per index state, not per query."""
+        cached = self._ident_index.get(fld)
+        if cached is None:
+            docs_tokens = []
+            postings: dict[str, list[int]] = {}
+            for i, cid in enumerate(self._ids):
+                value = self._children[cid].get(fld) or ""
+                tokens = identifier_tokens(" ".join(value) if isinstance(value, list) else str(value))
+                docs_tokens.append(tokens)
+                for tok in set(tokens):
+                    postings.setdefault(tok, []).append(i)
+            lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
+            cached = (docs_tokens, lengths, postings)
+            self._ident_index[fld] = cached
+        return cached
+
+    def count(self, flt: SearchFilter | None = None) -> int:
+        """Number of child chunks stored (only those ``flt`` allows, when given).
+
+        Args:
+            flt: Optional hard filter.
+        """
+        if flt is None:
+            return len(self._children)
+        flt = self.gated(flt)
+        return sum(1 for doc in self._children.values() if flt.matches(doc))
+
+    def gated(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with the tenant's active-version gate from the registry (:mod:`es_rag.versions.registry`).
+
+        A filter that already carries a snapshot (the pipeline gates once per call) is returned as it is.
+
+        Args:
+            flt: The caller's hard filter.
+        """
+        if flt.versions is not None:
+            return flt
+        hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
+        return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(hidden)))
+
+    def _mask(self, flt: SearchFilter) -> np.ndarray:
+        return np.fromiter((flt.matches(self._children[c]) for c in self._ids), dtype=bool, count=len(self._ids))
+
+    def _hit(self, i: int) -> Hit:
+        cid = self._ids[i]
+        return Hit.from_source(self._children[cid], vector=self._vectors[cid])
+
+    def bm25(self, query_text: str, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
+        """Filtered BM25 top k (multi_match best_fields over the configured fields, with tie_breaker).
+
+        Args:
+            query_text: The query.
+            flt: Hard filter, applied before the top k.
+            k: Number of hits.
+            mask: Precomputed filter mask (internal reuse).
+        """
+        self._refresh()
+        if not self._ids:
+            return []
+        mask = self._mask(flt) if mask is None else mask
+        tokens = self._analyze(query_text)
+        best = np.zeros(len(self._ids), dtype=np.float64)
+        total = np.zeros(len(self._ids), dtype=np.float64)
+        for fld, boost in self._fields:
+            model = self._bm25.get(fld)
+            if model is None or not tokens:
+                continue
+            vocab = model.vocab_dict
+            known = [t for t in tokens if t in vocab]
+            if not known:
+                continue
+            # bm25s "lucene" omits the (k1 + 1) numerator; Elasticsearch's LegacyBM25Similarity keeps it
+            # (explain shows it as "boost 2.2" at k1 1.2), so scores here equal the cluster's.
+            field_scores = boost * (self.k1 + 1.0) * np.asarray(model.get_scores(known), dtype=np.float64)
+            best = np.maximum(best, field_scores)
+            total += field_scores
+        if self.tie_breaker:
+            best = best + self.tie_breaker * (total - best)
+        best[~mask] = 0.0
+        order = np.argsort(-best, kind="stable")
+        return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in order[:k] if best[i] > 0]
+
+    def knn(self, query_vector: np.ndarray, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
+        """Exact filtered kNN, scored as Elasticsearch scores the configured similarity (:func:`knn_scores`).
+
+        Args:
+            query_vector: Query embedding.
+            flt: Hard filter, applied before the top k.
+            k: Number of hits.
+            mask: Precomputed filter mask (internal reuse).
+        """
+        self._refresh()
+        if not self._ids:
+            return []
+        mask = self._mask(flt) if mask is None else mask
+        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self._matrix.shape[1]:
+            raise ConfigError(f"query vector has {q.shape[0]} dims, the index holds {self._matrix.shape[1]}")
+        scores = knn_scores(self._matrix, q, self.similarity)
+        candidates = np.flatnonzero(mask)
+        order = candidates[np.argsort(-scores[candidates], kind="stable")]
+        return [self._hit(int(i)).replace(dense_score=float(scores[i])) for i in order[:k]]
+
+    def retrieve(
+        self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
+    ) -> Retrieval:
+        """BM25 and kNN channels with the same filter; fusion is left to the client-side RRF.
+
+        Args:
+            query_text: The query.
+            query_vector: The query embedding, or None for BM25 only.
+            flt: Hard filter.
+            settings: Candidate counts.
+        """
+        flt = self.gated(flt)
+        self._refresh()
+        t0 = time.perf_counter()
+        mask = self._mask(flt) if self._ids else np.zeros(0, dtype=bool)
+        channels = {"bm25": self.bm25(query_text, flt, settings.candidate_k, mask=mask)}
+        took = {"bm25": (time.perf_counter() - t0) * 1000}
+        if query_vector is not None:
+            t1 = time.perf_counter()
+            channels["dense"] = self.knn(query_vector, flt, settings.candidate_k, mask=mask)
+            took["dense"] = (time.perf_counter() - t1) * 1000
+        notes = []
+        identifiers = extract_identifiers(query_text)
+        if exact_channel_active(query_text, settings):
+            t2 = time.perf_counter()
+            channels["exact"] = self.exact(identifiers, flt, settings.candidate_k, mask=mask)
+            took["exact"] = (time.perf_counter() - t2) * 1000
+            notes.append(f"exact channel: identifiers {identifiers}")
+        return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took, notes=notes)
+
+    def exact(
+        self, identifiers: Sequence[str], flt: SearchFilter, k: int, *, mask: np.ndarray | None = None
+    ) -> list[Hit]:
+        """Filtered exact-match top k: the mirror of :func:`es_rag.elasticsearch.bodies.exact_query`.
+
+        Each identifier is a phrase of :func:`~es_rag.elasticsearch.bodies.identifier_tokens` matched contiguously
+        in the same tokens of ``text``, ``title`` and ``heading_path`` (the ``.ident`` subfields); a
+        document matches when any phrase occurs; its score sums, per (identifier, field) clause, Lucene's
+        BM25 with the phrase as the term (phrase frequency, document frequency over the whole index).
+
+        Args:
+            identifiers: Identifier-like query tokens.
+            flt: Hard filter, applied before the top k.
+            k: Number of hits.
+            mask: Precomputed filter mask (internal reuse).
+        """
+        self._refresh()
+        if not self._ids or not identifiers:
+            return []
+        mask = self._mask(flt) if mask is None else mask
+        n_docs = len(self._ids)
+        scores = np.zeros(n_docs, dtype=np.float64)
+        for fld in ("text", "title", "heading_path"):
+            docs_tokens, lengths, postings = self._ident_field(fld)
+            avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
+            for ident in identifiers:
+                phrase = identifier_tokens(ident)
+                if not phrase:
+                    continue
+                # Only documents holding every token of the phrase can contain it.
+                candidates = set(postings.get(phrase[0], ()))
+                for tok in phrase[1:]:
+                    candidates &= set(postings.get(tok, ()))
+                freq = np.zeros(n_docs, dtype=np.float64)
+                for i in candidates:
+                    freq[i] = _phrase_freq(docs_tokens[i], phrase)
+                df = int(np.count_nonzero(freq))
+                if df == 0:
+                    continue
+                idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
+                scores += np.where(freq > 0, idf * freq * (self.k1 + 1.0) / (freq + norm), 0.0)
+        scores[~mask] = 0.0
+        order = np.argsort(-scores, kind="stable")
+        return [self._hit(int(i)).replace(exact_score=float(scores[i])) for i in order[:k] if scores[i] > 0]
+
+    def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
+        """Parents by id, only those the filter allows.
+
+        Args:
+            parent_ids: Parent chunk ids.
+            flt: Hard filter.
+        """
+        out = {}
+        flt = self.gated(flt)
+        for pid in parent_ids:
+            doc = self._parents.get(pid)
+            if doc is not None and flt.matches(doc):
+                out[pid] = Hit.from_source(doc)
+        return out
+
+    def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        """Up to ``window`` children before and after each anchor (same source, version and parent),
+        only those the filter allows, in document order.
+
+        Args:
+            anchors: Selected child hits.
+            flt: Hard filter.
+            window: Children per side.
+        """
+        out: dict[str, list[Hit]] = {}
+        flt = self.gated(flt)
+        for a in anchors:
+            if a.start_offset is None or window < 1:
+                continue
+            same = sorted(
+                (
+                    d
+                    for d in self._children.values()
+                    if d["source_id"] == a.source_id
+                    and d.get("source_version") == a.source_version
+                    and d.get("parent_id") == a.parent_id
+                    and flt.matches(d)
+                ),
+                key=lambda d: int(d["start_offset"]),
+            )
+            before = [d for d in same if int(d["start_offset"]) < a.start_offset][-window:]
+            after = [d for d in same if int(d["start_offset"]) > a.start_offset][:window]
+            out[a.chunk_id] = [Hit.from_source(d) for d in before + after]
+        return out
+
+
+def knn_scores(matrix: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The kNN ``_score`` of every row for ``query``, as ``DenseVectorFieldMapper.VectorSimilarity`` and Lucene's
+    ``VectorSimilarityFunction`` compute it for float vectors: cosine ``(1 + cos) / 2``, dot_product
+    ``max(0, (1 + dot) / 2)``, l2_norm ``1 / (1 + d^2)``, max_inner_product ``dot < 0 ? 1 / (1 - dot) : dot + 1``.
+
+    Args:
+        matrix: Stored vectors, one per row.
+        query: Query vector.
+        similarity: The mapping's similarity.
+    """
+    m = matrix.astype(np.float64)
+    q = query.astype(np.float64)
+    dots = m @ q
+    scores: np.ndarray
+    if similarity is Similarity.COSINE:
+        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
+        norms[norms == 0] = 1.0
+        scores = (1.0 + dots / norms) / 2.0
+    elif similarity is Similarity.DOT_PRODUCT:
+        scores = np.maximum(0.0, (1.0 + dots) / 2.0)
+    elif similarity is Similarity.L2_NORM:
+        scores = 1.0 / (1.0 + np.sum((m - q) ** 2, axis=1))
+    else:
+        scores = np.where(dots < 0, 1.0 / (1.0 - np.minimum(dots, 0.0)), dots + 1.0)
+    return scores
+
+
+def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
+    """Why Elasticsearch refuses to index ``vector`` under ``similarity`` (``DenseVectorFieldMapper``'s index-time
+    checks), or None: cosine refuses a zero vector, dot_product a vector whose squared length is not 1 (within 1e-3).
+
+    Args:
+        vector: The document vector.
+        similarity: The mapping's similarity.
+    """
+    sq = float(np.dot(vector.astype(np.float64), vector.astype(np.float64)))
+    if similarity is Similarity.COSINE and sq == 0.0:
+        return "The [cosine] similarity does not support vectors with zero magnitude."
+    if similarity is Similarity.DOT_PRODUCT and abs(sq - 1.0) >= 1e-3:
+        return "The [dot_product] similarity can only be used with unit-length vectors (use cosine, or normalise)."
+    return None
+
+
+def _phrase_freq(tokens: Sequence[str], phrase: Sequence[str]) -> int:
+    """How often ``phrase`` occurs contiguously in ``tokens``."""
+    n = len(phrase)
+    return sum(1 for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == list(phrase))

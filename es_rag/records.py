@@ -1,0 +1,252 @@
+"""The records every stage passes along: :class:`Chunk` (indexed) and :class:`Hit` (retrieved)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Fields every chunk document carries in Elasticsearch (seed 000's lineage list plus bookkeeping).
+LINEAGE_FIELDS = (
+    "chunk_id",
+    "source_id",
+    "source_version",
+    "parent_id",
+    "heading_path",
+    "start_offset",
+    "end_offset",
+    "chunker_version",
+    "embedding_version",
+    "tenant_id",
+    "acl",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Chunk:
+    """A child chunk (retrieval unit) or a parent section (generation unit) with its lineage.
+
+    ``text == source_text[start_offset:end_offset]`` always holds for the source the chunk came from.
+    """
+
+    chunk_id: str
+    source_id: str
+    source_version: str
+    parent_id: str | None
+    heading_path: tuple[str, ...]
+    start_offset: int
+    end_offset: int
+    chunker_version: str
+    tenant_id: str
+    acl: tuple[str, ...]
+    title: str
+    text: str
+    token_count: int
+    kind: str = "child"
+    source_path: str | None = None
+    embedding_version: str | None = None
+    contextual_text: str | None = None
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def version_key(self) -> str:
+        """``source_id@source_version``: what the active-version gate (:mod:`es_rag.versions.registry`) filters on."""
+        return f"{self.source_id}@{self.source_version}"
+
+    @property
+    def embed_text(self) -> str:
+        """The text the embedding model reads: ``contextual_text`` when set, else ``text``."""
+        return self.contextual_text if self.contextual_text is not None else self.text
+
+    def to_source(self, *, include_vector: bool = True) -> dict[str, Any]:
+        """The document body as written to Elasticsearch (before the ingest pipeline adds hash and time).
+
+        Args:
+            include_vector: Put the vector in the body (False when the cluster computes it).
+        """
+        doc: dict[str, Any] = {
+            "chunk_id": self.chunk_id,
+            "source_id": self.source_id,
+            "source_version": self.source_version,
+            "heading_path": list(self.heading_path),
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "chunker_version": self.chunker_version,
+            "tenant_id": self.tenant_id,
+            "acl": list(self.acl),
+            "title": self.title,
+            "text": self.text,
+            "token_count": self.token_count,
+            "version_key": self.version_key,
+        }
+        if self.contextual_text is not None:
+            doc["contextual_text"] = self.contextual_text
+        if self.parent_id is not None:
+            doc["parent_id"] = self.parent_id
+        if self.embedding_version is not None:
+            doc["embedding_version"] = self.embedding_version
+        if include_vector and self.vector is not None:
+            doc["vector"] = [float(x) for x in self.vector]
+        return doc
+
+    def with_vector(self, vector: np.ndarray, embedding_version: str) -> Chunk:
+        """Return a copy carrying ``vector`` computed by ``embedding_version``.
+
+        Args:
+            vector: The embedding.
+            embedding_version: Model name and revision that produced it.
+        """
+        return dataclasses.replace(self, vector=vector, embedding_version=embedding_version)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    """One retrieved candidate and the score every stage gave it (None = stage did not score it)."""
+
+    chunk_id: str
+    source_id: str
+    text: str
+    tenant_id: str
+    parent_id: str | None = None
+    source_version: str | None = None
+    title: str = ""
+    heading_path: tuple[str, ...] = ()
+    start_offset: int | None = None
+    end_offset: int | None = None
+    acl: tuple[str, ...] = ()
+    token_count: int | None = None
+    content_hash: str | None = None
+    chunker_version: str | None = None
+    embedding_version: str | None = None
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+    bm25_score: float | None = None
+    dense_score: float | None = None
+    exact_score: float | None = None
+    rrf_score: float | None = None
+    semantic_score: float | None = None
+    calibrated_score: float | None = None
+    business_score: float | None = None
+    final_score: float | None = None
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    retrieval_sources: tuple[str, ...] = ()
+    reranker_model: str | None = None
+    truncated: bool | None = None
+    expanded_from: tuple[str, ...] = ()
+
+    def replace(self, **changes: Any) -> Hit:
+        """Return a copy with ``changes`` applied.
+
+        Args:
+            **changes: Fields to override.
+        """
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_source(cls, source: Mapping[str, Any], *, vector: np.ndarray | None = None) -> Hit:
+        """Build a hit from a stored chunk document (Elasticsearch ``_source`` or embedded store).
+
+        Args:
+            source: The stored document.
+            vector: The stored vector, when returned.
+        """
+        raw_vector = source.get("vector")
+        if vector is None and raw_vector is not None:
+            vector = np.asarray(raw_vector, dtype=np.float32)
+        return cls(
+            chunk_id=str(source["chunk_id"]),
+            source_id=str(source["source_id"]),
+            text=str(source.get("text", "")),
+            tenant_id=str(source.get("tenant_id", "")),
+            parent_id=source.get("parent_id"),
+            source_version=source.get("source_version"),
+            title=str(source.get("title", "")),
+            heading_path=tuple(source.get("heading_path") or ()),
+            start_offset=source.get("start_offset"),
+            end_offset=source.get("end_offset"),
+            acl=tuple(source.get("acl") or ()),
+            token_count=source.get("token_count"),
+            content_hash=source.get("content_hash"),
+            chunker_version=source.get("chunker_version"),
+            embedding_version=source.get("embedding_version"),
+            vector=vector,
+        )
+
+    def scores(self) -> dict[str, float | None]:
+        """Every stage's score, keyed by stage name."""
+        return {
+            "bm25": self.bm25_score,
+            "dense": self.dense_score,
+            "exact": self.exact_score,
+            "rrf": self.rrf_score,
+            "rerank": self.semantic_score,
+            "calibrated": self.calibrated_score,
+            "business": self.business_score,
+            "final": self.final_score,
+        }
+
+
+@dataclass
+class StageRecord:
+    """What one stage did: how many hits in and out, which it dropped and why, and how long it took."""
+
+    name: str
+    in_count: int = 0
+    out_count: int = 0
+    dropped: list[dict[str, str]] = field(default_factory=list)
+    ms: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def drop(self, hit_id: str, reason: str) -> None:
+        """Record that ``hit_id`` left the pipeline here.
+
+        Args:
+            hit_id: chunk_id of the dropped hit.
+            reason: Why it was dropped.
+        """
+        self.dropped.append({"id": hit_id, "reason": reason})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form used by ``search --json``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "in": self.in_count,
+            "out": self.out_count,
+            "dropped": list(self.dropped),
+            "ms": round(self.ms, 3),
+        }
+        if self.info:
+            out["info"] = self.info
+        return out
+
+
+@dataclass
+class Trace:
+    """Per-stage records plus the path each stage took (native/client fusion, reranker fallback, ...)."""
+
+    stages: list[StageRecord] = field(default_factory=list)
+    paths: dict[str, str] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str, in_count: int = 0) -> Iterator[StageRecord]:
+        """Time a stage and append its record.
+
+        Args:
+            name: Stage name.
+            in_count: Hits entering the stage.
+        """
+        record = StageRecord(name=name, in_count=in_count)
+        start = time.perf_counter()
+        try:
+            yield record
+        finally:
+            record.ms = (time.perf_counter() - start) * 1000.0
+            self.stages.append(record)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form used by ``search --json``."""
+        return {"stages": [s.to_dict() for s in self.stages], "paths": dict(self.paths)}

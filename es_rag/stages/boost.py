@@ -1,0 +1,144 @@
+"""Business ranking: soft, configurable boosts for authority (source tier), freshness and version
+(seed 002 §2.3, §11). Hard constraints (tenant, ACL, expired versions) stay hard filters in the
+retrievers; nothing here can bring back a filtered document, it only re-orders what passed.
+
+Each rule contributes a number; their sum is ``business_score`` and
+
+    final = base + business_score * |base|
+
+where ``base`` is the calibrated reranker score when there is one, else the raw reranker score,
+else the fused (RRF) score. The boost is relative to the base's magnitude, so the same rules work on
+any score scale and a zero business score leaves the order unchanged. A learned ranker plugs in as
+``learned(hit, contributions) -> float``; its output is one more contribution.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from es_rag.records import Hit
+
+LearnedScorer = Callable[[Hit, Mapping[str, float]], float]
+
+
+def parse_date(value: str | None) -> date | None:
+    """The ISO date at the start of ``value`` (``2026-05-12``, ``2026-05-12T..``), else None.
+
+    Args:
+        value: A ``source_version`` or timestamp.
+    """
+    if not value or len(value) < 10:
+        return None
+    try:
+        return datetime.strptime(value[:10], "%Y-%m-%d").date()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class BusinessRules:
+    """Soft ranking rules; every weight 0 (the default) means the stage changes nothing.
+
+    Args:
+        source_tiers: ``source_id`` glob -> boost; the first matching pattern wins (authority / tier).
+        freshness_weight: Boost of a source dated ``today``, halved every ``half_life_days``.
+        half_life_days: Freshness half-life.
+        latest_version_boost: Boost of the newest ``source_version`` among candidates of one source
+            (only when the candidates hold more than one version of it).
+        today: Reference date for freshness (None = today's date).
+        learned: Optional learned scorer added as contribution ``learned``.
+    """
+
+    source_tiers: Mapping[str, float] = field(default_factory=dict)
+    freshness_weight: float = 0.0
+    half_life_days: float = 365.0
+    latest_version_boost: float = 0.0
+    today: date | None = None
+    learned: LearnedScorer | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when some rule can change a score."""
+        return (
+            bool(self.source_tiers)
+            or self.freshness_weight > 0
+            or self.latest_version_boost > 0
+            or (self.learned is not None)
+        )
+
+
+def base_score(hit: Hit) -> float:
+    """The score business rules boost: calibrated reranker score, else raw reranker score, else fused.
+
+    Args:
+        hit: The candidate.
+    """
+    for value in (hit.calibrated_score, hit.semantic_score, hit.rrf_score, hit.final_score):
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def contributions(hits: Sequence[Hit], rules: BusinessRules) -> list[dict[str, float]]:
+    """Per hit, each rule's contribution (only rules that apply appear).
+
+    Args:
+        hits: Candidates.
+        rules: The rules.
+    """
+    today = rules.today or date.today()
+    newest: dict[str, str] = {}
+    versions: dict[str, set[str]] = {}
+    for h in hits:
+        if h.source_version is None:
+            continue
+        versions.setdefault(h.source_id, set()).add(h.source_version)
+        if h.source_id not in newest or h.source_version > newest[h.source_id]:
+            newest[h.source_id] = h.source_version
+    out = []
+    for h in hits:
+        parts: dict[str, float] = {}
+        for pattern, boost in rules.source_tiers.items():
+            if fnmatch.fnmatchcase(h.source_id, pattern):
+                parts["authority"] = float(boost)
+                break
+        if rules.freshness_weight > 0:
+            dated = parse_date(h.source_version)
+            if dated is not None:
+                age = max((today - dated).days, 0)
+                parts["freshness"] = rules.freshness_weight * math.pow(0.5, age / rules.half_life_days)
+        if (
+            rules.latest_version_boost > 0
+            and len(versions.get(h.source_id, ())) > 1
+            and h.source_version == newest.get(h.source_id)
+        ):
+            parts["latest_version"] = rules.latest_version_boost
+        if rules.learned is not None:
+            parts["learned"] = float(rules.learned(h, dict(parts)))
+        out.append(parts)
+    return out
+
+
+def business_rank(hits: Sequence[Hit], rules: BusinessRules) -> tuple[list[Hit], list[dict[str, Any]]]:
+    """Apply the rules: hits re-sorted by ``final_score`` (stable) and the per-hit trace rows.
+
+    Args:
+        hits: Candidates, best first.
+        rules: The rules.
+    """
+    parts = contributions(hits, rules)
+    scored = []
+    rows = []
+    for h, p in zip(hits, parts, strict=True):
+        base = base_score(h)
+        business = sum(p.values())
+        final = base + business * abs(base)
+        scored.append(h.replace(business_score=business, final_score=final))
+        rows.append({"id": h.chunk_id, "base": base, "contributions": p, "business": business, "final": final})
+    order = sorted(range(len(scored)), key=lambda i: (-(scored[i].final_score or 0.0), i))
+    return [scored[i] for i in order], [rows[i] for i in order]

@@ -1,0 +1,124 @@
+"""Dynamic top-k and the no-answer gate (seed 002 §17).
+
+What the gate uses depends on what the ranking knows:
+
+* **reranked and calibrated with a per-model threshold**: hits below the calibrated threshold are
+  dropped; when none passes the result is "no sufficient evidence". Then the score cliff and the
+  top-1 / top-2 margin on calibrated scores.
+* **reranked, no threshold for this model**: score cliff and margin only (on calibrated scores, or on
+  raw scores with calibration ``none``); no-answer cannot be decided, and the decision says so.
+  There is no universal 0.5.
+* **fused order** (no reranker, reranker fallback): RRF scores say nothing about relevance, so the
+  gate cuts nothing and decides nothing; the token budget and ``context_k`` still bound the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_rag.records import Hit
+
+EVIDENCE = "evidence"
+NO_SUFFICIENT_EVIDENCE = "no_sufficient_evidence"
+UNDECIDED = "undecided"
+
+
+@dataclass
+class GateDecision:
+    """Hits kept (same order), hits dropped with reasons, and the verdict.
+
+    Attributes:
+        kept: Hits that passed.
+        dropped: ``(chunk_id, reason)`` per dropped hit.
+        status: ``evidence``, ``no_sufficient_evidence`` or ``undecided`` (no calibrated threshold).
+        basis: What the gate used, in words.
+        info: Scores and cut positions for the trace.
+    """
+
+    kept: list[Hit]
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+    status: str = UNDECIDED
+    basis: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def score_cliff(scores: Sequence[float], min_drop: float) -> int | None:
+    """Index after which the first drop of at least ``min_drop`` occurs (keep ``scores[: i + 1]``).
+
+    Args:
+        scores: Scores, best first.
+        min_drop: Smallest drop between neighbours that counts as a cliff.
+    """
+    for i in range(len(scores) - 1):
+        if scores[i] - scores[i + 1] >= min_drop:
+            return i
+    return None
+
+
+def apply_gate(
+    hits: Sequence[Hit],
+    gate_scores: Sequence[float] | None,
+    *,
+    threshold: float | None,
+    cliff: float | None,
+    margin: float | None,
+    scale: str,
+) -> GateDecision:
+    """Cut a reranked list by threshold, cliff and margin, or pass a fused list through untouched.
+
+    Args:
+        hits: Candidates, best first.
+        gate_scores: One score per hit on the gate scale (calibrated or raw reranker scores); None
+            when the order is the fused order (nothing about relevance is known).
+        threshold: Calibrated threshold for this model; None = no absolute threshold.
+        cliff: Minimum drop between neighbours that ends the list; None disables it.
+        margin: Top-1 minus top-2 at which top-1 is kept alone; None disables it.
+        scale: Name of the score scale for the reasons (``calibrated`` or ``raw``).
+    """
+    if gate_scores is None:
+        return GateDecision(
+            kept=list(hits),
+            status=UNDECIDED,
+            basis="not applied: fused order carries no relevance scores (no no-answer verdict)",
+        )
+    scores = list(gate_scores)
+    kept = list(range(len(hits)))
+    dropped: list[tuple[str, str]] = []
+    info: dict[str, Any] = {"scale": scale, "scores": [round(s, 6) for s in scores[:20]]}
+    parts = []
+    if threshold is not None:
+        parts.append(f"calibrated threshold {threshold}")
+        passing = [i for i in kept if scores[i] >= threshold]
+        for i in kept:
+            if scores[i] < threshold:
+                dropped.append((hits[i].chunk_id, f"{scale} score {scores[i]:.4f} < threshold {threshold}"))
+        kept = passing
+    if cliff is not None and len(kept) > 1:
+        parts.append(f"cliff {cliff}")
+        cut = score_cliff([scores[i] for i in kept], cliff)
+        if cut is not None:
+            info["cliff_after"] = cut + 1
+            edge = scores[kept[cut]]
+            for i in kept[cut + 1 :]:
+                dropped.append((hits[i].chunk_id, f"after a score cliff ({edge:.4f} -> {scores[kept[cut + 1]]:.4f})"))
+            kept = kept[: cut + 1]
+    if len(kept) > 1:
+        gap = scores[kept[0]] - scores[kept[1]]
+        info["top1_top2_margin"] = round(gap, 6)
+        if margin is not None:
+            parts.append(f"margin {margin}")
+            if gap >= margin:
+                for i in kept[1:]:
+                    dropped.append((hits[i].chunk_id, f"top-1 margin {gap:.4f} >= {margin}: single clear answer"))
+                kept = kept[:1]
+    elif margin is not None:
+        parts.append(f"margin {margin}")
+    if threshold is None:
+        status = UNDECIDED
+        basis = (" + ".join(parts) or "nothing") + f" on {scale} scores; no calibrated threshold for this model"
+    else:
+        status = EVIDENCE if kept else NO_SUFFICIENT_EVIDENCE
+        basis = " + ".join(parts) + f" on {scale} scores"
+    return GateDecision(kept=[hits[i] for i in kept], dropped=dropped, status=status, basis=basis, info=info)

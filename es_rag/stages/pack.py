@@ -1,0 +1,178 @@
+"""Token-budget context packing with citations.
+
+Blocks are counted in model tokens with a configurable tokenizer (default: the embedding model's);
+the most relevant evidence goes to the head and the tail of the context, the weakest in the middle
+("lost in the middle"). Each block is delimited by a fence derived from a hash of all block texts,
+so retrieved text cannot forge a delimiter, and citation ids in an answer can be validated against
+the packed set with :func:`validate_citations`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from es_rag.encoders.tokenizer import Tokenizer
+from es_rag.errors import ConfigError
+from es_rag.records import Hit
+
+PROMPT_VERSION = "ctx-1"
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a cited block came from."""
+
+    citation_id: str
+    chunk_id: str
+    source_id: str
+    source_version: str | None
+    heading_path: tuple[str, ...]
+    start_offset: int | None
+    end_offset: int | None
+    expanded_from: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "id": self.citation_id,
+            "chunk_id": self.chunk_id,
+            "source_id": self.source_id,
+            "source_version": self.source_version,
+            "heading_path": list(self.heading_path),
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "expanded_from": list(self.expanded_from),
+        }
+
+
+@dataclass
+class PackedContext:
+    """The rendered context, its token count, its citations and what did not fit."""
+
+    text: str
+    tokens: int
+    citations: list[Citation] = field(default_factory=list)
+    omitted: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form used by ``search --json``."""
+        return {"text": self.text, "tokens": self.tokens, "citations": [c.to_dict() for c in self.citations]}
+
+
+def lost_in_the_middle_order(n: int) -> list[int]:
+    """Positions for ``n`` items ranked best first: best at the head, second best at the tail,
+    third after the head, and so on, so the weakest land in the middle.
+
+    Args:
+        n: Number of items.
+    """
+    head: list[int] = []
+    tail: list[int] = []
+    for i in range(n):
+        (head if i % 2 == 0 else tail).append(i)
+    return head + tail[::-1]
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).parent.parent / "templates")),
+    autoescape=False,
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+)
+
+
+def _fence(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:12]
+    return f"EVIDENCE-{digest}"
+
+
+def pack_context(
+    hits: Sequence[Hit], tokenizer: Tokenizer, *, budget: int, template: str = "context.j2"
+) -> PackedContext:
+    """Pack ``hits`` (best first) into at most ``budget`` tokens with citation ids S1, S2, ...
+
+    A hit that does not fit is skipped (recorded in ``omitted``) and smaller later hits may still
+    fit. The rendered text, delimiters included, is re-counted so the budget holds for the final
+    string.
+
+    Args:
+        hits: Selected evidence, best first.
+        tokenizer: Counts model tokens.
+        budget: Token budget of the whole rendered context.
+        template: Jinja2 template file under ``es_rag/templates``.
+    """
+    if budget < 1:
+        raise ConfigError(f"budget: must be >= 1, got {budget}")
+    tmpl = _ENV.get_template(template)
+    chosen: list[Hit] = []
+    omitted: list[dict[str, str]] = []
+
+    def render(selection: Sequence[Hit]) -> str:
+        order = lost_in_the_middle_order(len(selection))
+        blocks = []
+        for pos in order:
+            h = selection[pos]
+            blocks.append(
+                {
+                    "citation_id": f"S{pos + 1}",
+                    "source_id": h.source_id,
+                    "source_version": h.source_version,
+                    "section": " > ".join(h.heading_path).replace('"', "'"),
+                    "start_offset": h.start_offset,
+                    "end_offset": h.end_offset,
+                    "text": h.text,
+                }
+            )
+        return tmpl.render(blocks=blocks, fence=_fence([h.text for h in selection]))
+
+    for hit in hits:
+        if any(c.chunk_id == hit.chunk_id for c in chosen):
+            omitted.append({"id": hit.chunk_id, "reason": "duplicate chunk_id: packed once"})
+            continue
+        trial = [*chosen, hit]
+        if tokenizer.count(render(trial)) <= budget:
+            chosen = trial
+        else:
+            omitted.append({"id": hit.chunk_id, "reason": f"token budget {budget} exceeded"})
+    text = render(chosen) if chosen else ""
+    citations = [
+        Citation(
+            f"S{i + 1}",
+            h.chunk_id,
+            h.source_id,
+            h.source_version,
+            h.heading_path,
+            h.start_offset,
+            h.end_offset,
+            h.expanded_from,
+        )
+        for i, h in enumerate(chosen)
+    ]
+    # Every citation must point at an input hit, once (the set handed in is the only valid one).
+    input_ids = [h.chunk_id for h in hits]
+    cited = [c.chunk_id for c in citations]
+    if len(set(cited)) != len(cited) or not set(cited) <= set(input_ids):
+        raise ConfigError(f"pack_context: citations {cited} do not map one-to-one onto the input hits")
+    return PackedContext(text=text, tokens=tokenizer.count(text), citations=citations, omitted=omitted)
+
+
+_CITE_RE = re.compile(r"\[(S\d+)\]")
+
+
+def validate_citations(answer: str, context: PackedContext) -> tuple[list[str], list[str]]:
+    """Split the ``[S<n>]`` citation ids in an answer into known and forged/unknown ones.
+
+    Args:
+        answer: Text produced from the context.
+        context: The packed context the answer was generated from.
+    """
+    known = {c.citation_id for c in context.citations}
+    found = list(dict.fromkeys(_CITE_RE.findall(answer)))
+    return [c for c in found if c in known], [c for c in found if c not in known]

@@ -1,0 +1,308 @@
+"""Source versions: exactly one version of each source is served, switched atomically.
+
+Every chunk and parent stores ``version_key = source_id@source_version``. One small document per
+tenant in the registry index ``<prefix>-versions`` (``_id`` = tenant id) lists the ``active`` version of
+each source and the ``hidden`` keys: versions being written but not yet committed, and retired versions
+not yet deleted.
+
+**One snapshot per call.** :meth:`es_rag.pipeline.RagPipeline.search` reads the tenant's registry document
+once (a real-time GET, ``ElasticsearchBackend.gated``) and every request of that call -- each channel of the
+native retriever or the ``_msearch``, parents, neighbours -- carries the same inline clause
+
+    {"bool": {"must_not": [{"terms": {"version_key": ["<hidden key>", ...]}}]}}
+
+through :meth:`es_rag.filters.SearchFilter.to_es` (left out when nothing is hidden). A terms *lookup*
+(:class:`VersionGate` with ``index``) would be fetched again for every clause that uses it
+(``TermsQueryBuilder.doRewrite`` registers one GET per clause): a registry write between those GETs would
+serve the old version on one channel and the new one on another. The lookup form stays available for
+requests pasted into Kibana and the stored search template.
+
+The switch is **one document write** (new key leaves ``hidden``, old key enters it). Before that write the
+new chunks are written and the chunk and parent indices refreshed, so a snapshot taken before it serves the
+old version completely and one taken after serves the new version completely. Retired chunks are removed
+with ``_delete_by_query`` only after the switch and their key dropped from ``hidden`` afterwards. Documents
+without ``version_key`` (written by other tools) are never hidden.
+
+Limits: the ``hidden`` list holds only in-flight and not-yet-purged keys (normally a handful); a terms
+query accepts at most ``index.max_terms_count`` terms (65,536 by default) -- the bound on keys being
+switched or purged at once for one tenant. A missing registry document hides nothing; a missing
+registry *index* fails the search (``es-rag setup`` creates it; ``doctor`` reports it).
+
+What one call guarantees (``docs/ingestion.md``): every request of the call applies the same snapshot --
+never two versions of a source, never one version on one channel and another on the next. The snapshot is
+the one at the start of the call: a switch committed during the call is seen by the next call, and if the
+purge of the old version also completes during the call, that source has no chunks in that one call.
+
+The embedded backend keeps the same registry in ``versions.json`` and evaluates the same predicate
+through :meth:`es_rag.filters.SearchFilter.matches`.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from es_rag.es_request import EsRequest
+from es_rag.settings import Settings
+
+VERSION_KEY_FIELD = "version_key"
+
+
+def version_key(source_id: str, source_version: str) -> str:
+    """The key every chunk of ``source_id`` at ``source_version`` carries.
+
+    Args:
+        source_id: Source id.
+        source_version: Source version.
+    """
+    return f"{source_id}@{source_version}"
+
+
+def registry_index(settings: Settings) -> str:
+    """Name of the version registry index.
+
+    Args:
+        settings: Gives the index prefix.
+    """
+    return f"{settings.index_prefix}-versions"
+
+
+@dataclass(frozen=True)
+class VersionGate:
+    """The active-version predicate of one tenant.
+
+    Args:
+        tenant_id: Tenant whose registry document applies.
+        index: Registry index for the Elasticsearch terms lookup; None renders the ``hidden`` keys inline.
+        hidden: Keys not served (used by :meth:`allows` and by the inline rendering).
+    """
+
+    tenant_id: str
+    index: str | None = None
+    hidden: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def restricts(self) -> bool:
+        """Whether :meth:`to_es` can hide anything (a lookup always may; an inline snapshot only with keys)."""
+        return self.index is not None or bool(self.hidden)
+
+    def to_es(self) -> dict[str, Any]:
+        """Filter clause excluding hidden versions (terms lookup on the registry document, or inline)."""
+        terms: Any = (
+            {"index": self.index, "id": self.tenant_id, "path": "hidden"}
+            if self.index is not None
+            else sorted(self.hidden)
+        )
+        return {"bool": {"must_not": [{"terms": {VERSION_KEY_FIELD: terms}}]}}
+
+    def allows(self, source: Any) -> bool:
+        """Whether a stored document is served (documents without ``version_key`` always are).
+
+        Args:
+            source: The stored document.
+        """
+        key = source.get(VERSION_KEY_FIELD)
+        return key is None or str(key) not in self.hidden
+
+
+@dataclass
+class RegistryState:
+    """One tenant's registry document: active version per source and the hidden keys."""
+
+    tenant_id: str
+    active: dict[str, str] = field(default_factory=dict)
+    hidden: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> RegistryState:
+        """Parse a stored registry document (None: empty registry).
+
+        Args:
+            tenant_id: The tenant.
+            doc: ``_source`` of the registry document.
+        """
+        doc = doc or {}
+        return cls(tenant_id, dict(doc.get("active") or {}), list(doc.get("hidden") or []))
+
+    def to_doc(self) -> dict[str, Any]:
+        """The registry document body."""
+        return {"tenant_id": self.tenant_id, "active": dict(sorted(self.active.items())), "hidden": sorted(self.hidden)}
+
+    def begin(self, source_id: str, source_version: str) -> bool:
+        """Hide ``source_version`` while it is written; False when it is already the active version
+        (re-ingesting the same version rewrites the same ids in place, no switch needed).
+
+        Args:
+            source_id: Source id.
+            source_version: Version about to be written.
+        """
+        if self.active.get(source_id) == source_version:
+            return False
+        key = version_key(source_id, source_version)
+        if key not in self.hidden:
+            self.hidden.append(key)
+        return True
+
+    def commit(self, source_id: str, source_version: str) -> str | None:
+        """Serve ``source_version`` and hide the previous version; returns the retired key.
+
+        Args:
+            source_id: Source id.
+            source_version: Version now complete and refreshed.
+        """
+        old = self.active.get(source_id)
+        self.active[source_id] = source_version
+        new_key = version_key(source_id, source_version)
+        self.hidden = [k for k in self.hidden if k != new_key]
+        if old is None or old == source_version:
+            return None
+        old_key = version_key(source_id, old)
+        if old_key not in self.hidden:
+            self.hidden.append(old_key)
+        return old_key
+
+    def forget(self, keys: Sequence[str]) -> None:
+        """Drop purged keys from ``hidden``.
+
+        Args:
+            keys: Keys whose documents are deleted.
+        """
+        gone = set(keys)
+        self.hidden = [k for k in self.hidden if k not in gone]
+
+    def hide_source(self, source_id: str) -> None:
+        """Serve nothing of ``source_id`` while some of its documents are still stored (a delete left them):
+        its active version leaves ``active`` and joins ``hidden``; hidden keys of it stay hidden.
+
+        Args:
+            source_id: Source id.
+        """
+        version = self.active.pop(source_id, None)
+        if version is not None:
+            key = version_key(source_id, version)
+            if key not in self.hidden:
+                self.hidden.append(key)
+
+    def drop_source(self, source_id: str) -> None:
+        """Forget a deleted source entirely.
+
+        Args:
+            source_id: Source id.
+        """
+        self.active.pop(source_id, None)
+        prefix = source_id + "@"
+        self.hidden = [k for k in self.hidden if not k.startswith(prefix)]
+
+
+class LineageListener(Protocol):
+    """Told when a version is retired or a source deleted, to drop derived state (e.g. a result cache)."""
+
+    def on_retired(self, tenant_id: str, source_id: str, source_version: str) -> None:
+        """``source_version`` of ``source_id`` is no longer served."""
+        ...
+
+    def on_deleted(self, tenant_id: str, source_id: str) -> None:
+        """Every version of ``source_id`` was deleted."""
+        ...
+
+
+# ------------------------------------------------------------------------------ request builders
+def _doc_path(settings: Settings, tenant_id: str) -> str:
+    return f"{registry_index(settings)}/_doc/{urllib.parse.quote(tenant_id, safe='')}"
+
+
+def registry_get_request(settings: Settings, tenant_id: str) -> EsRequest:
+    """Read a tenant's registry document (real-time GET).
+
+    Args:
+        settings: Index prefix.
+        tenant_id: The tenant.
+    """
+    return EsRequest("GET", _doc_path(settings, tenant_id))
+
+
+def registry_put_request(
+    settings: Settings, state: RegistryState, *, seq_no: int | None, primary_term: int | None
+) -> EsRequest:
+    """Write a tenant's registry document with optimistic concurrency (``if_seq_no``/``if_primary_term``,
+    or ``op_type=create`` for a new document), so two writers cannot lose each other's switch.
+
+    Args:
+        settings: Index prefix.
+        state: The new registry state.
+        seq_no: ``_seq_no`` of the version read, None when the document did not exist.
+        primary_term: ``_primary_term`` of the version read.
+    """
+    if seq_no is None or primary_term is None:
+        query = "op_type=create"
+    else:
+        query = f"if_seq_no={seq_no}&if_primary_term={primary_term}"
+    return EsRequest("PUT", f"{_doc_path(settings, state.tenant_id)}?{query}", state.to_doc())
+
+
+def refresh_request(settings: Settings) -> EsRequest:
+    """Refresh the chunk and parent indices (new chunks searchable before the switch).
+
+    Args:
+        settings: Index names.
+    """
+    return EsRequest("POST", f"{settings.chunk_index},{settings.parent_index}/_refresh")
+
+
+def _lineage_query(tenant_id: str, source_id: str | None, keys: Sequence[str] | None) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"term": {"tenant_id": tenant_id}}]
+    if source_id is not None:
+        clauses.append({"term": {"source_id": source_id}})
+    if keys is not None:
+        clauses.append({"terms": {VERSION_KEY_FIELD: list(keys)}})
+    return {"bool": {"filter": clauses}}
+
+
+def purge_requests(
+    settings: Settings, tenant_id: str, *, source_id: str | None = None, keys: Sequence[str] | None = None
+) -> list[EsRequest]:
+    """``_delete_by_query`` on the chunk and parent indices for one tenant's source and/or version keys, run as
+    tasks (``wait_for_completion=false``; :func:`task_request` reads the result).
+
+    ``conflicts=proceed``: a document changed since the delete's search is not deleted but counted in
+    ``version_conflicts`` (the caller retries, and never forgets a key whose documents remain);
+    ``refresh=true``: the following ``_count`` sees the result.
+
+    Args:
+        settings: Index names.
+        tenant_id: Tenant (always part of the query).
+        source_id: Delete every version of this source.
+        keys: Delete these version keys.
+    """
+    body = {"query": _lineage_query(tenant_id, source_id, keys)}
+    return [
+        EsRequest("POST", f"{index}/_delete_by_query?conflicts=proceed&refresh=true&wait_for_completion=false", body)
+        for index in (settings.chunk_index, settings.parent_index)
+    ]
+
+
+def task_request(task_id: str, *, wait_s: float) -> EsRequest:
+    """``GET _tasks/<id>`` waiting up to ``wait_s`` for completion (``TaskResult``: ``completed``, ``response`` or
+    ``error``).
+
+    Args:
+        task_id: ``node:number`` as ``wait_for_completion=false`` answered it.
+        wait_s: Server-side wait for this poll.
+    """
+    return EsRequest(
+        "GET", f"_tasks/{urllib.parse.quote(task_id, safe=':')}?wait_for_completion=true&timeout={wait_s:g}s"
+    )
+
+
+def lineage_count_requests(settings: Settings, tenant_id: str, source_id: str) -> list[EsRequest]:
+    """``_count`` of a tenant's source in the chunk and parent indices (verifies a delete).
+
+    Args:
+        settings: Index names.
+        tenant_id: Tenant.
+        source_id: Source id.
+    """
+    body = {"query": _lineage_query(tenant_id, source_id, None)}
+    return [EsRequest("POST", f"{index}/_count", body) for index in (settings.chunk_index, settings.parent_index)]

@@ -1,0 +1,179 @@
+"""Wiring: build the embedder, tokenizer, reranker, backend and pipeline from settings.
+
+Kept apart from the CLI so apps use the same construction (``es_rag.wiring.build_pipeline``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from es_rag.chunking import StructureChunker
+from es_rag.cross_encoder.model import CrossEncoderReranker
+from es_rag.embedded.backend import EmbeddedBackend
+from es_rag.encoders.embedder import SentenceTransformerEmbedder
+from es_rag.errors import ConfigError, InputError
+from es_rag.ingest import IngestReport, SourceDoc, decode_source
+from es_rag.pipeline import RagPipeline
+from es_rag.settings import Settings, VectorMode
+
+SAMPLE_DIR = Path(__file__).parent / "data" / "sample"
+
+
+def build_embedder(settings: Settings, *, show_progress: bool = False) -> SentenceTransformerEmbedder:
+    """Load the embedding model and check its dimension against ``settings.vector_dims``.
+
+    Args:
+        settings: Gives the model and the expected dimension.
+        show_progress: Progress bar while embedding documents.
+    """
+    embedder = SentenceTransformerEmbedder(settings.embedding_model, show_progress=show_progress)
+    embedder.warm_up()
+    if embedder.dims != settings.vector_dims:
+        raise ConfigError(
+            f"vector_dims: settings say {settings.vector_dims}, model {settings.embedding_model!r} "
+            f"produces {embedder.dims}; pass --vector-dims {embedder.dims}"
+        )
+    return embedder
+
+
+def build_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> StructureChunker:
+    """Chunker using the embedding model's own tokenizer.
+
+    Args:
+        settings: Chunk size and overlap.
+        embedder: Provides the tokenizer and its input limit.
+    """
+    return StructureChunker(
+        embedder.tokenizer(),
+        max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens),
+        overlap=settings.chunk_overlap,
+    )
+
+
+def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
+    """The cross-encoder (loaded lazily by the pipeline), or None when disabled.
+
+    Args:
+        settings: Gives the reranker model.
+    """
+    return CrossEncoderReranker.from_settings(settings) if settings.reranker_model else None
+
+
+def build_backend(
+    settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None, **connect: Any
+) -> Any:
+    """Elasticsearch when ``es_url`` (or ``connect["cloud_id"]``) is given, else the embedded backend in
+    ``index_dir``.
+
+    Args:
+        settings: Settings.
+        es_url: Cluster URL.
+        index_dir: Embedded index directory.
+        **connect: More :meth:`~es_rag.elasticsearch.backend.ElasticsearchBackend.connect` options (``ca_certs``,
+            ``ssl_assert_fingerprint``, ``verify_certs``, ``cloud_id``, credentials).
+    """
+    if es_url or connect.get("cloud_id"):
+        from es_rag.elasticsearch.backend import ElasticsearchBackend
+
+        return ElasticsearchBackend.connect(es_url, settings, **connect)
+    if settings.vectors is VectorMode.SEMANTIC_TEXT:
+        raise ConfigError(
+            "vector_mode semantic_text chunks and embeds inside Elasticsearch: pass --es URL "
+            "(the embedded backend has client-side vectors only)"
+        )
+    return embedded_backend(settings, index_dir)
+
+
+def embedded_backend(settings: Settings, index_dir: str | Path | None) -> EmbeddedBackend:
+    """The embedded backend mirroring the cluster's BM25 configuration: the same analyzer (``kuromoji``,
+    which has no Python mirror, becomes ``cjk`` bigrams, as documented in ``es_rag.embedded.analyzers``; an
+    unresolved ``auto`` takes the no-plugin branch), fields, boosts, tie_breaker and BM25 k1/b.
+
+    Args:
+        settings: Settings.
+        index_dir: Embedded index directory (None keeps it in memory).
+    """
+    from es_rag.settings import Analyzer
+
+    analyzer = settings.analyzer
+    if analyzer is Analyzer.AUTO:
+        from es_rag.elasticsearch.assets import resolve_analyzer
+
+        analyzer = resolve_analyzer(analyzer, plugins=None).analyzer
+    if analyzer is Analyzer.KUROMOJI:
+        analyzer = Analyzer.CJK
+    return EmbeddedBackend(
+        index_dir,
+        dims=settings.vector_dims,
+        analyzer=analyzer,
+        bm25_fields=settings.bm25_fields,
+        tie_breaker=settings.bm25_tie_breaker,
+        bm25_k1=settings.bm25_k1,
+        bm25_b=settings.bm25_b,
+        similarity=settings.similarity,
+    )
+
+
+def build_pipeline(settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder) -> RagPipeline:
+    """The full pipeline over ``backend``.
+
+    Args:
+        settings: Settings.
+        backend: A backend.
+        embedder: Query embedder; its tokenizer also counts the context budget.
+    """
+    return RagPipeline(
+        backend, embedder=embedder, settings=settings, tokenizer=embedder.tokenizer(), reranker=build_reranker(settings)
+    )
+
+
+def load_manifest(directory: Path, report: IngestReport) -> tuple[list[SourceDoc], list[dict[str, Any]]]:
+    """Documents and demo queries of a corpus folder with a ``manifest.json``.
+
+    Args:
+        directory: Folder holding ``manifest.json`` and the files it lists.
+        report: Receives one row per unreadable document.
+    """
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(str(manifest_path), "manifest", f"unreadable: {exc}") from None
+    docs = []
+    for i, entry in enumerate(manifest.get("documents", [])):
+        name = f"{manifest_path}#documents[{i}]"
+        try:
+            for key in ("path", "source_id", "tenant_id"):
+                if not entry.get(key):
+                    raise InputError(name, key, "missing required field")
+            path = directory / entry["path"]
+            text = decode_source(path, path.read_bytes())
+            docs.append(
+                SourceDoc(
+                    source_id=entry["source_id"],
+                    text=text,
+                    tenant_id=entry["tenant_id"],
+                    acl=tuple(entry.get("acl") or ()),
+                    title=entry.get("title"),
+                    source_version=str(entry.get("source_version") or "1"),
+                    source_path=str(path),
+                    fmt="markdown" if path.suffix == ".md" else "plain",
+                )
+            )
+        except InputError as err:
+            report.failed.append(err.as_dict())
+        except OSError as exc:
+            report.failed.append({"document": name, "field": "path", "reason": str(exc)})
+    return docs, list(manifest.get("queries", []))
+
+
+def acl_or_default(groups: Sequence[str] | None) -> tuple[str, ...]:
+    """ACL groups given on the command line (``public`` is implied by the filter).
+
+    Args:
+        groups: Groups, possibly None.
+    """
+    return tuple(groups or ())

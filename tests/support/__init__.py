@@ -1,0 +1,1 @@
+"""Shared test support: doubles, factories, transports (never a test module)."""
