@@ -14,9 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from es_rag.wiring import SAMPLE_DIR
 from es_rag.chunking import make_chunker
 from es_rag.encoders.embedder import tokenizer_for
+from es_rag.wiring import SAMPLE_DIR
 
 
 def main() -> None:

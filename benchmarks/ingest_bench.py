@@ -14,11 +14,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from es_rag.wiring import SAMPLE_DIR, build_embedder
-from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.chunking import make_chunker
-from es_rag.settings import Settings
+from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.ingest import IngestReport, ingest_documents, load_files
+from es_rag.settings import Settings
+from es_rag.wiring import SAMPLE_DIR, build_embedder
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
         mb = sum(p.stat().st_size for p in corpus.rglob("*.md")) / 1e6
         embedder = build_embedder(settings)
         chunker = make_chunker(
-            embedder.tokenizer(), strategy=args.strategy, max_tokens=settings.chunk_max_tokens, overlap=30
+            embedder.tokenizer(), strategy=args.strategy, max_tokens=settings.chunking.max_tokens, overlap=30
         )
         report = IngestReport()
         docs = load_files([corpus], tenant_id="bench", acl=["public"], report=report)

@@ -25,9 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from es_rag.embedded.backend import EmbeddedBackend
-from es_rag.settings import Settings
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
+from es_rag.settings import Settings
 from tests.reliability.corpus import (
     DIMS,
     TENANTS,
@@ -88,7 +88,7 @@ def build_pipeline(*, n_children: int, seed: int, cache_size: int = 256) -> tupl
         context_k=5,
         token_budget=600,
         rerank_cache_size=cache_size,
-        expansion="parent",
+        expand_mode="parent",
     )
     pipe = RagPipeline(
         backend, embedder=RandomEmbedder(), settings=settings, tokenizer=WordTokenizer(), reranker=OverlapReranker()

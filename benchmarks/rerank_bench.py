@@ -32,13 +32,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from es_rag.stages.dedup import dedup_hits  # noqa: E402
+from es_rag.cross_encoder.model import CrossEncoderReranker, ranking_text  # noqa: E402
 from es_rag.encoders.embedder import tokenizer_for  # noqa: E402
 from es_rag.evaluation.run import load_beir  # noqa: E402
-from es_rag.stages.gate import apply_gate  # noqa: E402
 from es_rag.records import Hit  # noqa: E402
+from es_rag.stages.dedup import dedup_hits  # noqa: E402
+from es_rag.stages.gate import apply_gate  # noqa: E402
 from es_rag.stages.pack import pack_context  # noqa: E402
-from es_rag.cross_encoder.model import CrossEncoderReranker, ranking_text  # noqa: E402
 from es_rag.stages.select import select_context  # noqa: E402
 
 

@@ -123,3 +123,8 @@ class SearchBackend(Protocol):
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks stored (only those ``flt`` allows, when given)."""
         ...
+
+    def flush(self) -> None:
+        """Make every write so far durable (the embedded store writes its files; Elasticsearch has nothing
+        buffered)."""
+        ...

@@ -105,18 +105,24 @@ def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hi
     """
     names = list(channels)
     lists = [[h.chunk_id for h in channels[n]] for n in names]
-    weights = [settings.channel_weights.get(n, 1.0) for n in names]
-    if settings.fusion_method == "linear":
+    weights = [settings.fusion.channel_weights.get(n, 1.0) for n in names]
+    if settings.fusion.method == "linear":
         scored = [
             [(h.chunk_id, float(getattr(h, CHANNEL_SCORE.get(n, "final_score")) or 0.0)) for h in channels[n]]
             for n in names
         ]
         fused = linear_fusion(
-            scored, rank_window_size=settings.candidate_k, weights=weights, normalizer=settings.score_normalizer
+            scored,
+            rank_window_size=settings.retrieve.candidate_k,
+            weights=weights,
+            normalizer=settings.fusion.normalizer,
         )
     else:
         fused = reciprocal_rank_fusion(
-            lists, rank_constant=settings.rank_constant, rank_window_size=settings.candidate_k, weights=weights
+            lists,
+            rank_constant=settings.fusion.rank_constant,
+            rank_window_size=settings.retrieve.candidate_k,
+            weights=weights,
         )
     by_id: dict[str, Hit] = {}
     for name in names:
@@ -142,11 +148,11 @@ class RagPipeline:
         backend: Where candidates come from.
         embedder: Query embedder (anything with ``embed_query``); None = BM25 only.
         settings: Candidate counts and stage parameters.
-        tokenizer: Counts tokens for the context budget (unless ``settings.pack_tokenizer`` names the
+        tokenizer: Counts tokens for the context budget (unless ``settings.pack.tokenizer`` names the
             target LLM's tokenizer).
         reranker: Cross-encoder; None disables reranking (fused order is kept).
         business_rules: Soft ranking rules; None = built from the settings.
-        cache: Rerank result cache; None = an in-memory LRU of ``settings.rerank_cache_size`` entries
+        cache: Rerank result cache; None = an in-memory LRU of ``settings.rerank.cache_size`` entries
             (no cache when that is 0).
     """
 
@@ -167,15 +173,15 @@ class RagPipeline:
         self.tokenizer = tokenizer
         self.reranker = reranker
         self.business_rules = business_rules or BusinessRules(
-            source_tiers=dict(settings.source_tiers),
-            freshness_weight=settings.freshness_weight,
-            half_life_days=settings.freshness_half_life_days,
-            latest_version_boost=settings.latest_version_boost,
+            source_tiers=dict(settings.boost.source_tiers),
+            freshness_weight=settings.boost.freshness_weight,
+            half_life_days=settings.boost.freshness_half_life_days,
+            latest_version_boost=settings.boost.latest_version_boost,
         )
         self.cache = (
             cache
             if cache is not None
-            else (ResultCache(settings.rerank_cache_size) if settings.rerank_cache_size > 0 else None)
+            else (ResultCache(settings.rerank.cache_size) if settings.rerank.cache_size > 0 else None)
         )
         self._reranker_error: str | None = None
         self._calibration: Calibration | None = None
@@ -186,9 +192,9 @@ class RagPipeline:
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
         with trace.stage("embed_query") as st:
-            if self.settings.vectors is VectorMode.SEMANTIC_TEXT:
+            if self.settings.encoder.vectors is VectorMode.SEMANTIC_TEXT:
                 trace.paths["dense"] = (
-                    f"elasticsearch semantic query: the cluster embeds the query ({self.settings.inference_id})"
+                    f"elasticsearch semantic query: the cluster embeds the query ({self.settings.encoder.inference_id})"
                 )
                 return None
             if self.embedder is None:
@@ -229,11 +235,11 @@ class RagPipeline:
             else:
                 fused = fuse_channels(ret.channels, self.settings)
                 trace.paths["fusion"] = (
-                    f"client-linear (normalizer={self.settings.score_normalizer}, "
-                    f"rank_window_size={self.settings.candidate_k})"
-                    if self.settings.fusion_method == "linear"
-                    else f"client-rrf (rank_constant={self.settings.rank_constant}, "
-                    f"rank_window_size={self.settings.candidate_k})"
+                    f"client-linear (normalizer={self.settings.fusion.normalizer}, "
+                    f"rank_window_size={self.settings.retrieve.candidate_k})"
+                    if self.settings.fusion.method == "linear"
+                    else f"client-rrf (rank_constant={self.settings.fusion.rank_constant}, "
+                    f"rank_window_size={self.settings.retrieve.candidate_k})"
                 )
             st.out_count = len(fused)
             st.info["fused"] = [
@@ -244,15 +250,15 @@ class RagPipeline:
     def _dedup(self, hits: list[Hit], trace: Trace) -> list[Hit]:
         s = self.settings
         with trace.stage("dedup", in_count=len(hits)) as st:
-            result = dedup_hits(hits, adjacent_overlap=s.dedup_adjacent_overlap, near_threshold=s.dedup_near_threshold)
+            result = dedup_hits(hits, adjacent_overlap=s.dedup.adjacent_overlap, near_threshold=s.dedup.near_threshold)
             for cid, reason in result.dropped:
                 st.drop(cid, reason)
             st.info["rules"] = {
                 "chunk_id": True,
                 "content_hash": True,
                 "formatting": True,
-                "adjacent_overlap": s.dedup_adjacent_overlap,
-                "near_threshold": s.dedup_near_threshold,
+                "adjacent_overlap": s.dedup.adjacent_overlap,
+                "near_threshold": s.dedup.near_threshold,
             }
             st.out_count = len(result.kept)
         return result.kept
@@ -265,16 +271,16 @@ class RagPipeline:
             name = self.reranker.name if self.reranker is not None else None
             self._calibration = load_calibration(
                 name if name and Path(name).is_dir() else None,
-                method=s.rerank_calibration,
-                temperature=s.rerank_temperature,
-                bias=s.rerank_bias,
-                threshold=s.rerank_threshold,
+                method=s.rerank.calibration,
+                temperature=s.rerank.temperature,
+                bias=s.rerank.bias,
+                threshold=s.rerank.threshold,
             )
         return self._calibration
 
     def _score_with_timeout(self, query: str, passages: list[tuple[str, str]]) -> RerankOutput:
         assert self.reranker is not None
-        timeout = self.settings.rerank_timeout
+        timeout = self.settings.rerank.timeout
         if timeout is None:
             return self.reranker.score(query, passages)
         if self._executor is None:
@@ -283,7 +289,7 @@ class RagPipeline:
         return future.result(timeout=timeout)
 
     def _rerank(self, query: str, hits: list[Hit], trace: Trace) -> tuple[list[Hit], bool]:
-        k = self.settings.rerank_k
+        k = self.settings.rerank.k
         with trace.stage("rerank", in_count=len(hits)) as st:
             head, tail = hits[:k], hits[k:]
             for h in tail:
@@ -330,7 +336,7 @@ class RagPipeline:
                     output = self._score_with_timeout(query, passages)
                 except FutureTimeout:
                     trace.paths["rerank"] = (
-                        f"fallback: fused order (reranker timed out after {self.settings.rerank_timeout}s)"
+                        f"fallback: fused order (reranker timed out after {self.settings.rerank.timeout}s)"
                     )
                     st.info["fallback"] = True
                     return head, False
@@ -384,8 +390,8 @@ class RagPipeline:
                     hits,
                     scores,
                     threshold=cal.threshold,
-                    cliff=s.gate_cliff,
-                    margin=s.gate_margin,
+                    cliff=s.gate.cliff,
+                    margin=s.gate.margin,
                     scale="calibrated" if calibrated else "raw",
                 )
             else:
@@ -424,17 +430,17 @@ class RagPipeline:
             sel = select_context(
                 hits,
                 query_vec,
-                lambda_mult=s.mmr_lambda,
-                k=s.context_k,
-                max_per_source=s.max_chunks_per_source,
-                max_per_parent=s.max_chunks_per_parent,
+                lambda_mult=s.select.mmr_lambda,
+                k=s.select.context_k,
+                max_per_source=s.select.max_chunks_per_source,
+                max_per_parent=s.select.max_chunks_per_parent,
                 relevance=rel,
             )
-            caps = f"max {s.max_chunks_per_source}/source" + (
-                f", {s.max_chunks_per_parent}/parent" if s.max_chunks_per_parent is not None else ""
+            caps = f"max {s.select.max_chunks_per_source}/source" + (
+                f", {s.select.max_chunks_per_parent}/parent" if s.select.max_chunks_per_parent is not None else ""
             )
             if sel.method == "mmr":
-                trace.paths["select"] = f"mmr(lambda={s.mmr_lambda}) + {caps}"
+                trace.paths["select"] = f"mmr(lambda={s.select.mmr_lambda}) + {caps}"
             else:
                 trace.paths["select"] = f"relevance order (no stored vectors) + {caps}"
             for cid, reason in sel.dropped:
@@ -449,16 +455,16 @@ class RagPipeline:
         s = self.settings
         with trace.stage("expand", in_count=len(hits)) as st:
             st.out_count = len(hits)
-            if s.expansion == "none" or not hits:
+            if s.expand.mode == "none" or not hits:
                 trace.paths["expand"] = "none"
                 return hits
             try:
-                if s.expansion == "parent":
-                    res = expand_parents(hits, self.backend, flt, max_parent_tokens=s.expand_max_parent_tokens)
+                if s.expand.mode == "parent":
+                    res = expand_parents(hits, self.backend, flt, max_parent_tokens=s.expand.max_parent_tokens)
                     trace.paths["expand"] = "parent sections (dedup by parent_id, score = max of its children)"
                 else:
-                    res = expand_neighbors(hits, self.backend, flt, window=s.expand_neighbors)
-                    trace.paths["expand"] = f"neighbours +/-{s.expand_neighbors} within the parent section"
+                    res = expand_neighbors(hits, self.backend, flt, window=s.expand.neighbors)
+                    trace.paths["expand"] = f"neighbours +/-{s.expand.neighbors} within the parent section"
             except (EsRagError, OSError) as exc:
                 trace.paths["expand"] = f"fallback: selected chunks kept (expansion failed: {exc})"
                 st.info["fallback"] = True
@@ -470,13 +476,13 @@ class RagPipeline:
             return res.hits
 
     def pack_tokenizer(self, trace: Trace | None = None) -> Tokenizer:
-        """The tokenizer counting the context budget: ``settings.pack_tokenizer`` (the target LLM's),
+        """The tokenizer counting the context budget: ``settings.pack.tokenizer`` (the target LLM's),
         else the one given to the pipeline (the embedding model's).
 
         Args:
             trace: Where to note a fallback when the configured tokenizer cannot be loaded.
         """
-        name = self.settings.pack_tokenizer
+        name = self.settings.pack.tokenizer
         if name is None:
             return self.tokenizer
         if self._pack_tok is None and self._pack_tok_error is None:
@@ -496,15 +502,15 @@ class RagPipeline:
     def _pack(self, hits: list[Hit], trace: Trace) -> PackedContext:
         with trace.stage("pack", in_count=len(hits)) as st:
             tok = self.pack_tokenizer(trace)
-            ctx = pack_context(hits, tok, budget=self.settings.token_budget)
+            ctx = pack_context(hits, tok, budget=self.settings.pack.token_budget)
             for o in ctx.omitted:
                 st.drop(o["id"], o["reason"])
             st.out_count = len(ctx.citations)
             st.info["tokens"] = ctx.tokens
-            st.info["budget"] = self.settings.token_budget
+            st.info["budget"] = self.settings.pack.token_budget
             st.info["tokenizer"] = tok.name
             trace.paths.setdefault(
-                "pack", f"lost-in-the-middle order, {tok.name} tokens, budget {self.settings.token_budget}"
+                "pack", f"lost-in-the-middle order, {tok.name} tokens, budget {self.settings.pack.token_budget}"
             )
         return ctx
 

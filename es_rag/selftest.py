@@ -208,7 +208,7 @@ def throwaway_settings(settings: Settings) -> Settings:
     """The user's settings under a fresh selftest prefix, with small candidate counts and no reranker."""
     return settings.replace(
         index_prefix=f"{SELFTEST_PREFIX}{uuid.uuid4().hex[:8]}",
-        reranker_model=None,
+        rerank_model=None,
         candidate_k=10,
         num_candidates=20,
         rerank_k=10,
@@ -216,26 +216,25 @@ def throwaway_settings(settings: Settings) -> Settings:
         token_budget=400,
         chunk_max_tokens=64,
         chunk_overlap=0,
-        expansion="none",
+        expand_mode="none",
     )
 
 
-def run_selftest(backend: Any, *, keep: bool = False, language: str | None = None) -> SelftestReport:
+def run_selftest(backend: Any, *, keep: bool = False) -> SelftestReport:
     """Run every check on ``backend`` (an :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend` whose
     settings carry a :func:`throwaway_settings` prefix) and clean up.
 
     Args:
         backend: The backend.
         keep: Leave the throwaway indices and assets in place (to look at them); cleanup is skipped.
-        language: Corpus language for ``analyzer=auto`` (as ``setup --language``).
 
     Raises:
         EsRagError: The backend's prefix is not a selftest prefix (nothing is touched).
     """
     s: Settings = backend.settings
-    if not s.index_prefix.startswith(SELFTEST_PREFIX):
-        raise EsRagError(f"selftest runs only under a {SELFTEST_PREFIX}* prefix, got {s.index_prefix!r}")
-    report = SelftestReport(url=getattr(backend, "url", "?"), prefix=s.index_prefix)
+    if not s.index.prefix.startswith(SELFTEST_PREFIX):
+        raise EsRagError(f"selftest runs only under a {SELFTEST_PREFIX}* prefix, got {s.index.prefix!r}")
+    report = SelftestReport(url=getattr(backend, "url", "?"), prefix=s.index.prefix)
     run = _Runner(report)
     created = False
     try:
@@ -243,7 +242,7 @@ def run_selftest(backend: Any, *, keep: bool = False, language: str | None = Non
             run.check("connect", lambda: _connect(backend), fatal=True)
             run.check("privileges", lambda: _privileges(backend))
             created = True  # from here on something may exist: clean up whatever happens
-            run.check("setup", lambda: _setup(backend, language), fatal=True)
+            run.check("setup", lambda: _setup(backend), fatal=True)
             _exercise(backend, run)
     except _Stop:
         pass
@@ -251,7 +250,7 @@ def run_selftest(backend: Any, *, keep: bool = False, language: str | None = Non
         if created and not keep:
             run.check("cleanup", lambda: cleanup(backend))
         elif created:
-            run.skip("cleanup", f"--keep: left in place; remove with es-rag selftest --cleanup {s.index_prefix}")
+            run.skip("cleanup", f"--keep: left in place; remove with es-rag selftest --cleanup {s.index.prefix}")
     return report
 
 
@@ -271,8 +270,8 @@ def _privileges(backend: Any) -> tuple[str, str]:
     return "pass", f"user {got.get('user')}: search, ingest and setup allowed; monitor {got.get('monitor')}"
 
 
-def _setup(backend: Any, language: str | None) -> str:
-    rows = backend.setup(language=language)
+def _setup(backend: Any) -> str:
+    rows = backend.setup()
     bad = [r for r in rows if r["acknowledged"] not in (True, "exists")]
     assert not bad, f"not acknowledged: {bad}"
     return f"{len(rows)} requests acknowledged (templates, pipelines, stored search template, indices)"
@@ -284,9 +283,9 @@ def _exercise(backend: Any, run: _Runner) -> None:
     from es_rag.pipeline import RagPipeline
 
     s: Settings = backend.settings
-    mode = s.vectors
-    embedder = HashingEmbedder(s.vector_dims)
-    chunker = StructureChunker(WhitespaceTokenizer(), max_tokens=s.chunk_max_tokens, overlap=0)
+    mode = s.encoder.vectors
+    embedder = HashingEmbedder(s.encoder.dims)
+    chunker = StructureChunker(WhitespaceTokenizer(), max_tokens=s.chunking.max_tokens, overlap=0)
     state: dict[str, Any] = {}
 
     def ingest() -> str:
@@ -314,10 +313,10 @@ def _exercise(backend: Any, run: _Runner) -> None:
     )
     caps = backend.probe()
     paths: list[tuple[str, Settings, str | None]] = [
-        ("client fusion (_msearch + RRF)", s.replace(fusion="client"), None)
+        ("client fusion (_msearch + RRF)", s.replace(fusion_path="client"), None)
     ]
     native_skip = None if caps.native_rrf else caps.native_rrf_reason
-    paths.append(("native rrf retriever", s.replace(fusion="native"), native_skip))
+    paths.append(("native rrf retriever", s.replace(fusion_path="native"), native_skip))
     version = tuple(int(p) for p in caps.version.split("-")[0].split(".") if p.isdigit())
     linear_skip = native_skip or (
         None if version >= (8, 18) else f"Elasticsearch {caps.version} has no linear retriever"
@@ -325,7 +324,7 @@ def _exercise(backend: Any, run: _Runner) -> None:
     paths.append(
         (
             "native linear retriever",
-            s.replace(fusion="native", fusion_method="linear", score_normalizer="minmax"),
+            s.replace(fusion_path="native", fusion_method="linear", score_normalizer="minmax"),
             linear_skip,
         )
     )
@@ -377,29 +376,32 @@ def _lineage(backend: Any) -> str:
 
 def _vectors(backend: Any) -> tuple[str, str] | str:
     s: Settings = backend.settings
-    if s.vectors is VectorMode.SEMANTIC_TEXT:
+    if s.encoder.vectors is VectorMode.SEMANTIC_TEXT:
         flt = backend.gated(SearchFilter(TENANT_A))
-        ret = backend.retrieve(QUERY, None, flt, s.replace(fusion="client", exact_channel="off"))
+        ret = backend.retrieve(QUERY, None, flt, s.replace(fusion_path="client", exact_channel="off"))
         hits = ret.channels.get("dense", [])
         assert hits, f"the semantic query on the semantic_text field found nothing ({ret.notes})"
-        return f"semantic_text chunked and embedded by {s.inference_id}; the semantic query finds {len(hits)} hit(s)"
+        endpoint = s.encoder.inference_id
+        return f"semantic_text chunked and embedded by {endpoint}; the semantic query finds {len(hits)} hit(s)"
     src = _first_chunk(backend)["_source"]
     vec = src.get("vector")
     if vec is None:
         return "skip", "the cluster leaves vectors out of _source and GET cannot ask for them (version < 9.2 unknown)"
-    assert len(vec) == s.vector_dims, f"stored vector has {len(vec)} dims, vector_dims is {s.vector_dims}"
-    if s.vectors is VectorMode.INFERENCE:
-        assert src.get("embedding_version") == f"inference:{s.inference_id}", src.get("embedding_version")
+    assert len(vec) == s.encoder.dims, f"stored vector has {len(vec)} dims, vector_dims is {s.encoder.dims}"
+    if s.encoder.vectors is VectorMode.INFERENCE:
+        assert src.get("embedding_version") == f"inference:{s.encoder.inference_id}", src.get("embedding_version")
         ret = backend.retrieve(
             "",
             np.asarray(vec, dtype=np.float32),
             backend.gated(SearchFilter(TENANT_A, ("finance",))),
-            s.replace(fusion="client", exact_channel="off"),
+            s.replace(fusion_path="client", exact_channel="off"),
         )
         top = ret.channels.get("dense", [])
         assert top and top[0].chunk_id == src["chunk_id"], "kNN with a stored vector did not find its own chunk first"
-        return f"{len(vec)}-dim vectors written by the inference processor ({s.inference_id}); kNN finds them"
-    return f"{len(vec)}-dim client vectors stored ({s.similarity.value}, index_options {s.vector_index_type})"
+        return f"{len(vec)}-dim vectors written by the inference processor ({s.encoder.inference_id}); kNN finds them"
+    return (
+        f"{len(vec)}-dim client vectors stored ({s.index.similarity.value}, index_options {s.index.vector_index_type})"
+    )
 
 
 def _retrieval(pipe: Any, settings: Settings) -> str:
@@ -414,15 +416,15 @@ def _retrieval(pipe: Any, settings: Settings) -> str:
     assert "finance.md" not in {sid for _, sid in sources}, f"{path}: an ACL-restricted chunk was returned"
     notes = [n for s in result.trace.stages if s.name == "retrieve" for n in s.info.get("notes", [])]
     fallback = [n for n in notes if "refused" in n or "client path" in n]
-    assert not fallback or settings.fusion.value != "native", f"{path}: fell back: {fallback[0]}"
+    assert not fallback or settings.fusion.path.value != "native", f"{path}: fell back: {fallback[0]}"
     return f"{path}: {len(result.candidates)} candidates, the handbook among them, no other tenant or group"
 
 
 def _exact(backend: Any, embedder: HashingEmbedder) -> str:
     s: Settings = backend.settings
     q = "what does error E1042 mean"
-    vec = None if s.vectors is VectorMode.SEMANTIC_TEXT else embedder.embed_query(q)
-    ret = backend.retrieve(q, vec, backend.gated(SearchFilter(TENANT_A)), s.replace(fusion="client"))
+    vec = None if s.encoder.vectors is VectorMode.SEMANTIC_TEXT else embedder.embed_query(q)
+    ret = backend.retrieve(q, vec, backend.gated(SearchFilter(TENANT_A)), s.replace(fusion_path="client"))
     hits = ret.channels.get("exact", [])
     assert hits and hits[0].source_id == "handbook.md", f"exact channel found {[h.source_id for h in hits]}"
     return f"identifier E1042 found by match_phrase on the .ident subfields ({len(hits)} hit(s))"
@@ -438,7 +440,7 @@ def _template(backend: Any, embedder: HashingEmbedder) -> str:
     hits = backend.send(req)["hits"]["hits"]
     tenants = {h["_source"]["tenant_id"] for h in hits}
     assert hits and tenants == {TENANT_A}, f"stored template returned tenants {tenants}"
-    return f"POST {req.path} with the stored {s.index_prefix}-hybrid template: {len(hits)} hits, one tenant"
+    return f"POST {req.path} with the stored {s.index.prefix}-hybrid template: {len(hits)} hits, one tenant"
 
 
 def _isolation(pipe: Any) -> str:
@@ -458,9 +460,9 @@ def _switch(backend: Any, pipe: Any, chunker: Any, embedder: HashingEmbedder) ->
     report = ingest_documents(
         corpus("2")[:1],
         chunker=chunker,
-        embedder=embedder if s.vectors is VectorMode.CLIENT else None,
+        embedder=embedder if s.encoder.vectors is VectorMode.CLIENT else None,
         backend=backend,
-        server_chunking=s.vectors is VectorMode.SEMANTIC_TEXT,
+        server_chunking=s.encoder.vectors is VectorMode.SEMANTIC_TEXT,
     )
     assert report.switched and report.switched[0]["retired"] == "1", f"no switch: {report.switched}"
     assert not report.warnings, report.warnings[0]["reason"]
@@ -488,9 +490,9 @@ def cleanup(backend: Any) -> str:
         backend: The backend whose settings carry the selftest prefix.
     """
     s: Settings = backend.settings
-    if not s.index_prefix.startswith(SELFTEST_PREFIX):
-        raise EsRagError(f"refusing to delete anything outside {SELFTEST_PREFIX}*: {s.index_prefix!r}")
-    paths = [s.chunk_index, s.parent_index, f"{s.index_prefix}-versions", *reversed(setup_paths(s))]
+    if not s.index.prefix.startswith(SELFTEST_PREFIX):
+        raise EsRagError(f"refusing to delete anything outside {SELFTEST_PREFIX}*: {s.index.prefix!r}")
+    paths = [s.chunk_index, s.parent_index, f"{s.index.prefix}-versions", *reversed(setup_paths(s))]
     failed = []
     for path in paths:
         try:
@@ -498,7 +500,7 @@ def cleanup(backend: Any) -> str:
         except ClusterError as exc:
             failed.append(f"{path}: {exc}")
     assert not failed, "; ".join(failed)
-    return f"deleted {len(paths)} indices and assets under {s.index_prefix}"
+    return f"deleted {len(paths)} indices and assets under {s.index.prefix}"
 
 
 @contextlib.contextmanager

@@ -23,17 +23,17 @@ SAMPLE_DIR = Path(__file__).parent / "data" / "sample"
 
 
 def build_embedder(settings: Settings, *, show_progress: bool = False) -> SentenceTransformerEmbedder:
-    """Load the embedding model and check its dimension against ``settings.vector_dims``.
+    """Load the embedding model and check its dimension against ``settings.encoder.dims``.
 
     Args:
         settings: Gives the model and the expected dimension.
         show_progress: Progress bar while embedding documents.
     """
-    embedder = SentenceTransformerEmbedder(settings.embedding_model, show_progress=show_progress)
+    embedder = SentenceTransformerEmbedder(settings.encoder.model, show_progress=show_progress)
     embedder.warm_up()
-    if embedder.dims != settings.vector_dims:
+    if embedder.dims != settings.encoder.dims:
         raise ConfigError(
-            f"vector_dims: settings say {settings.vector_dims}, model {settings.embedding_model!r} "
+            f"vector_dims: settings say {settings.encoder.dims}, model {settings.encoder.model!r} "
             f"produces {embedder.dims}; pass --vector-dims {embedder.dims}"
         )
     return embedder
@@ -48,8 +48,8 @@ def build_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> 
     """
     return StructureChunker(
         embedder.tokenizer(),
-        max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens),
-        overlap=settings.chunk_overlap,
+        max_tokens=min(settings.chunking.max_tokens, embedder.max_tokens),
+        overlap=settings.chunking.overlap,
     )
 
 
@@ -59,7 +59,7 @@ def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
     Args:
         settings: Gives the reranker model.
     """
-    return CrossEncoderReranker.from_settings(settings) if settings.reranker_model else None
+    return CrossEncoderReranker.from_settings(settings) if settings.rerank.model else None
 
 
 def build_backend(
@@ -79,7 +79,7 @@ def build_backend(
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
         return ElasticsearchBackend.connect(es_url, settings, **connect)
-    if settings.vectors is VectorMode.SEMANTIC_TEXT:
+    if settings.encoder.vectors is VectorMode.SEMANTIC_TEXT:
         raise ConfigError(
             "vector_mode semantic_text chunks and embeds inside Elasticsearch: pass --es URL "
             "(the embedded backend has client-side vectors only)"
@@ -98,7 +98,7 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
     """
     from es_rag.settings import Analyzer
 
-    analyzer = settings.analyzer
+    analyzer = settings.index.analyzer
     if analyzer is Analyzer.AUTO:
         from es_rag.elasticsearch.assets import resolve_analyzer
 
@@ -107,13 +107,13 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
         analyzer = Analyzer.CJK
     return EmbeddedBackend(
         index_dir,
-        dims=settings.vector_dims,
+        dims=settings.encoder.dims,
         analyzer=analyzer,
-        bm25_fields=settings.bm25_fields,
-        tie_breaker=settings.bm25_tie_breaker,
-        bm25_k1=settings.bm25_k1,
-        bm25_b=settings.bm25_b,
-        similarity=settings.similarity,
+        bm25_fields=settings.retrieve.bm25_fields,
+        tie_breaker=settings.retrieve.bm25_tie_breaker,
+        bm25_k1=settings.index.bm25_k1,
+        bm25_b=settings.index.bm25_b,
+        similarity=settings.index.similarity,
     )
 
 

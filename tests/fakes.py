@@ -655,7 +655,7 @@ def installed_asset_routes(
     """
     table: dict[tuple[str, str], RouteValue] = {}
     missing = set(missing)
-    if settings.analyzer is Analyzer.AUTO:  # what setup would have installed on this cluster
+    if settings.index.analyzer is Analyzer.AUTO:  # what setup would have installed on this cluster
         settings = resolved_settings(settings, plugins=plugins)
     for req in setup_requests(settings):
         name = req.path.rsplit("/", 1)[-1]

@@ -285,24 +285,24 @@ class CrossEncoderReranker:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, device: str = "cpu") -> CrossEncoderReranker:
-        """A reranker for ``settings.reranker_model`` with the settings' batch, length, long-text,
+        """A reranker for ``settings.rerank.model`` with the settings' batch, length, long-text,
         aggregation and backend options.
 
         Args:
             settings: The settings (``reranker_model`` must be set).
             device: Torch device.
         """
-        if not settings.reranker_model:
+        if not settings.rerank.model:
             raise ConfigError("reranker_model: not set (reranking is disabled)")
         return cls(
-            settings.reranker_model,
-            batch_size=settings.rerank_batch_size,
-            max_length=settings.rerank_max_length,
+            settings.rerank.model,
+            batch_size=settings.rerank.batch_size,
+            max_length=settings.rerank.max_length,
             device=device,
-            long_text=settings.rerank_long_text,
-            aggregation=settings.rerank_aggregation,
-            top_m=settings.rerank_top_m,
-            backend=settings.rerank_backend,
+            long_text=settings.rerank.long_text,
+            aggregation=settings.rerank.aggregation,
+            top_m=settings.rerank.top_m,
+            backend=settings.rerank.backend,
         )
 
     # -- loading ---------------------------------------------------------------------------

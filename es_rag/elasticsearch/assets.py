@@ -128,38 +128,41 @@ def resolve_analyzer(
     return AnalyzerChoice(Analyzer.STANDARD, f"--analyzer auto, {where}, {lang}{hint}")
 
 
-def resolved_settings(settings: Settings, *, plugins: Iterable[str] | None, language: str | None = None) -> Settings:
-    """``settings`` with ``analyzer`` ``auto`` resolved by :func:`resolve_analyzer` (else unchanged).
+def resolved_settings(settings: Settings, *, plugins: Iterable[str] | None) -> Settings:
+    """``settings`` with ``analyzer`` ``auto`` resolved by :func:`resolve_analyzer` for the ``language``
+    setting (else unchanged). The one place ``auto`` becomes an analyzer.
 
     Args:
         settings: Settings, possibly with ``analyzer=auto``.
-        plugins: Installed plugin names, or None when no cluster was probed.
-        language: Corpus language, or None.
+        plugins: Installed plugin names, or None when no cluster was probed (the no-plugin branch).
     """
-    if settings.analyzer is not Analyzer.AUTO:
+    index = settings.index
+    if index.analyzer is not Analyzer.AUTO:
         return settings
-    return settings.replace(analyzer=resolve_analyzer(settings.analyzer, plugins=plugins, language=language).analyzer)
+    return settings.replace(
+        analyzer=resolve_analyzer(index.analyzer, plugins=plugins, language=index.language).analyzer
+    )
 
 
 def _context(settings: Settings) -> dict[str, Any]:
-    if settings.analyzer is Analyzer.AUTO:
+    if settings.index.analyzer is Analyzer.AUTO:
         raise ConfigError(
             "analyzer 'auto' must be resolved before assets are rendered: use "
-            "es_rag.elasticsearch.assets.resolved_settings(settings, plugins=..., language=...) "
+            "es_rag.elasticsearch.assets.resolved_settings(settings, plugins=...) "
             "(es-rag setup probes the cluster for it), or pass a concrete --analyzer (standard, english, cjk, kuromoji)"
         )
     return {
-        "index_prefix": settings.index_prefix,
-        "vector_dims": settings.vector_dims,
-        "similarity": settings.similarity.value,
-        "vector_index_options": settings.vector_index_options(),
-        "analyzer": settings.analyzer.value,
-        "bm25_k1": float(settings.bm25_k1),
-        "bm25_b": float(settings.bm25_b),
-        "inference_id": settings.inference_id,
-        "vector_mode": settings.vectors.value,
+        "index_prefix": settings.index.prefix,
+        "vector_dims": settings.encoder.dims,
+        "similarity": settings.index.similarity.value,
+        "vector_index_options": settings.index.vector_index_options(),
+        "analyzer": settings.index.analyzer.value,
+        "bm25_k1": float(settings.index.bm25_k1),
+        "bm25_b": float(settings.index.bm25_b),
+        "inference_id": settings.encoder.inference_id,
+        "vector_mode": settings.encoder.vectors.value,
         "semantic_field": SEMANTIC_FIELD,
-        "chunking_settings": settings.semantic_chunking_settings(),
+        "chunking_settings": settings.encoder.semantic_chunking_settings(),
         "pipeline_id": settings.pipeline_id,
         "asset_version": ASSET_VERSION,
     }
@@ -191,12 +194,12 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
     Args:
         settings: Prefix, dims, similarity, analyzer and inference endpoint to render with.
     """
-    p = settings.index_prefix
+    p = settings.index.prefix
     reqs = [
         EsRequest(
             "PUT",
             f"_ingest/pipeline/{settings.pipeline_id}",
-            render_asset("ingest_pipelines", CHUNK_PIPELINE_ASSET[settings.vectors], settings),
+            render_asset("ingest_pipelines", CHUNK_PIPELINE_ASSET[settings.encoder.vectors], settings),
         ),
         EsRequest("PUT", f"_ingest/pipeline/{p}-parents", render_asset("ingest_pipelines", "parents", settings)),
         EsRequest(
@@ -221,7 +224,7 @@ TEMPLATE_PRIORITY = 500
 
 def template_patterns(settings: Settings) -> dict[str, list[str]]:
     """es_rag's index template names and their ``index_patterns``."""
-    p = settings.index_prefix
+    p = settings.index.prefix
     return {f"{p}-chunks": [f"{p}-chunks*"], f"{p}-parents": [f"{p}-parents*"], f"{p}-versions": [f"{p}-versions"]}
 
 
@@ -281,7 +284,7 @@ def setup_paths(settings: Settings) -> list[str]:
     Args:
         settings: Gives the prefix and the chunk pipeline id.
     """
-    p = settings.index_prefix
+    p = settings.index.prefix
     return [
         f"_ingest/pipeline/{settings.pipeline_id}",
         f"_ingest/pipeline/{p}-parents",
@@ -301,7 +304,7 @@ def obsolete_asset_paths(settings: Settings) -> list[str]:
     Args:
         settings: Gives the prefix.
     """
-    p = settings.index_prefix
+    p = settings.index.prefix
     return [
         f"_component_template/{p}-chunk-settings",
         f"_component_template/{p}-chunk-mappings",
@@ -319,7 +322,7 @@ def index_creation_requests(settings: Settings) -> list[EsRequest]:
     return [
         EsRequest("PUT", settings.chunk_index, {}),
         EsRequest("PUT", settings.parent_index, {}),
-        EsRequest("PUT", f"{settings.index_prefix}-versions", {}),
+        EsRequest("PUT", f"{settings.index.prefix}-versions", {}),
     ]
 
 

@@ -48,7 +48,7 @@ from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, Conf
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk, Hit
-from es_rag.settings import SEMANTIC_FIELD, Analyzer, FusionMode, Settings, VectorMode
+from es_rag.settings import SEMANTIC_FIELD, Analyzer, FusionPath, Settings, VectorMode
 from es_rag.versions.registry import VersionGate, registry_get_request, registry_index
 
 BULK_MAX_RETRIES = 3
@@ -240,7 +240,7 @@ class ElasticsearchBackend:
         Credentials: explicit ones first (``api_key``, else ``username``/``password``), then the environment
         (``ES_API_KEY``, else ``ES_USERNAME``/``ES_PASSWORD``); an environment variable never overrides an explicit
         credential. The client resends only 502/503/504 at once (never 429, which :meth:`send` and the bulk helper
-        retry with backoff) and uses ``settings.request_timeout``.
+        retry with backoff) and uses ``settings.connection.request_timeout``.
 
         Args:
             url: ``http(s)://host:port``; None with ``cloud_id``.
@@ -260,7 +260,7 @@ class ElasticsearchBackend:
         from elasticsearch import Elasticsearch
 
         kwargs: dict[str, Any] = {
-            "request_timeout": settings.request_timeout,
+            "request_timeout": settings.connection.request_timeout,
             "retry_on_status": TRANSPORT_RETRY_STATUSES,
             "verify_certs": verify_certs,
         }
@@ -317,7 +317,7 @@ class ElasticsearchBackend:
         Args:
             request: The request.
             ignore: HTTP statuses returned as a body instead of raised.
-            timeout: Seconds for this request (default ``settings.request_timeout``).
+            timeout: Seconds for this request (default ``settings.connection.request_timeout``).
 
         Raises:
             LicenseError: The licence does not allow the request (``LicenseUtils.newComplianceException``).
@@ -355,7 +355,7 @@ class ElasticsearchBackend:
                     continue
                 raise _api_error(what, status, exc.body, self.url) from exc
             except ConnectionTimeout as exc:
-                limit = timeout if timeout is not None else self.settings.request_timeout
+                limit = timeout if timeout is not None else self.settings.connection.request_timeout
                 raise ClusterTimeout(
                     f"{what}: timed out after {limit:g} s without an answer from {self.url} (the cluster may still "
                     "have done the work; --request-timeout / --bulk-timeout set the limits)"
@@ -456,21 +456,16 @@ class ElasticsearchBackend:
             unreadable=unreadable,
         )
 
-    def resolve_analyzer(self, language: str | None = None) -> AnalyzerChoice:
-        """The analyzer the templates get on this cluster: ``auto`` resolved against the probed plugins
-        (:func:`es_rag.elasticsearch.assets.resolve_analyzer`), any other value as configured.
+    def resolve_analyzer(self) -> AnalyzerChoice:
+        """The analyzer the templates get on this cluster: ``auto`` resolved against the probed plugins and
+        the ``language`` setting (:func:`es_rag.elasticsearch.assets.resolve_analyzer`), any other value as
+        configured."""
+        index = self.settings.index
+        return resolve_analyzer(index.analyzer, plugins=self.probe().analysis_plugins, language=index.language)
 
-        Args:
-            language: Corpus language (``ja``, ``en``, ...), or None when unknown.
-        """
-        return resolve_analyzer(self.settings.analyzer, plugins=self.probe().analysis_plugins, language=language)
-
-    def doctor(self, *, language: str | None = None) -> dict[str, Any]:
-        """The probe plus the path each stage will take, and the text analysis as installed.
-
-        Args:
-            language: Corpus language used to resolve ``analyzer=auto`` (as ``setup`` would).
-        """
+    def doctor(self) -> dict[str, Any]:
+        """The probe plus the path each stage will take, and the text analysis as installed (``analyzer=auto``
+        resolved as ``setup`` would)."""
         caps = self.probe()
         s = self.settings
         try:
@@ -481,36 +476,38 @@ class ElasticsearchBackend:
                 fusion = (
                     f"client ({blocker})"
                     if blocker
-                    else f"native {s.fusion_method} retriever ({caps.native_rrf_reason})"
+                    else f"native {s.fusion.method} retriever ({caps.native_rrf_reason})"
                 )
             else:
-                fusion = f"client {s.fusion_method} over _msearch ({caps.native_rrf_reason})"
+                fusion = f"client {s.fusion.method} over _msearch ({caps.native_rrf_reason})"
         except ConfigError as exc:
             fusion = f"ERROR: {exc}"
         expected = ASSET_VERSION
         stale = {k: v for k, v in caps.installed_assets.items() if v != expected}
-        semantic = semantic_text_support(caps, s.inference_id)
-        mode = s.vectors
+        semantic = semantic_text_support(caps, s.encoder.inference_id)
+        mode = s.encoder.vectors
         if mode is VectorMode.SEMANTIC_TEXT:
-            vectors = f"elasticsearch semantic_text field '{SEMANTIC_FIELD}' ({s.inference_id}): server-side chunking"
-            vectors += f" {s.semantic_chunking_settings() or 'as the endpoint'} and embedding of whole sections"
-            knn = f"elasticsearch semantic query on '{SEMANTIC_FIELD}' (query embedded by {s.inference_id})"
+            vectors = (
+                f"elasticsearch semantic_text field '{SEMANTIC_FIELD}' ({s.encoder.inference_id}): server-side chunking"
+            )
+            vectors += f" {s.encoder.semantic_chunking_settings() or 'as the endpoint'} and embedding of whole sections"
+            knn = f"elasticsearch semantic query on '{SEMANTIC_FIELD}' (query embedded by {s.encoder.inference_id})"
             if not semantic["usable"]:
                 vectors += f" -- NOT USABLE: {semantic['reason']}"
         elif mode is VectorMode.INFERENCE:
-            vectors = f"elasticsearch inference processor ({s.inference_id}) on contextual_text else text"
-            knn = f"elasticsearch knn (query embedded client-side by {s.embedding_model})"
-            if s.inference_id not in caps.inference_endpoints:
-                vectors += f" -- inference endpoint {s.inference_id!r} not found on the cluster"
+            vectors = f"elasticsearch inference processor ({s.encoder.inference_id}) on contextual_text else text"
+            knn = f"elasticsearch knn (query embedded client-side by {s.encoder.model})"
+            if s.encoder.inference_id not in caps.inference_endpoints:
+                vectors += f" -- inference endpoint {s.encoder.inference_id!r} not found on the cluster"
         else:
-            vectors = f"client-side sentence-transformers ({s.embedding_model})"
+            vectors = f"client-side sentence-transformers ({s.encoder.model})"
             knn = "elasticsearch knn"
         privileges = self.privileges()
         try:
             setup_check = "; ".join(self.preflight()) or "ok: nothing would be refused"
         except ClusterError as exc:
             setup_check = f"not checked: {exc}"
-        analysis = analysis_report(caps, s, language=language)
+        analysis = analysis_report(caps, s)
         analyzer = str(analysis["configured"])
         if analyzer == "kuromoji" and KUROMOJI_PLUGIN not in caps.analysis_plugins:
             analyzer += f" -- MISSING plugin {KUROMOJI_PLUGIN}: use --analyzer cjk or install the plugin"
@@ -532,7 +529,7 @@ class ElasticsearchBackend:
                 "bm25": f"elasticsearch multi_match (analyzer {analyzer})",
                 "knn": knn,
                 "fusion": fusion,
-                "rerank": f"python cross-encoder ({s.reranker_model})" if s.reranker_model else "disabled",
+                "rerank": f"python cross-encoder ({s.rerank.model})" if s.rerank.model else "disabled",
                 "select/pack": "python (mmr, per-source cap, token budget)",
             },
         }
@@ -565,30 +562,31 @@ class ElasticsearchBackend:
         """``native`` or ``client`` for this cluster and ``settings`` (default: the backend's).
 
         Args:
-            settings: Settings whose ``fusion`` mode applies (per-call override).
+            settings: Settings whose ``fusion_path`` applies (per-call override).
         """
-        mode = (settings or self.settings).fusion
-        if mode is FusionMode.CLIENT:
+        mode = (settings or self.settings).fusion.path
+        if mode is FusionPath.CLIENT:
             return "client"
         caps = self.probe()
-        if mode is FusionMode.NATIVE:
+        if mode is FusionPath.NATIVE:
             if not caps.native_rrf:
-                raise ConfigError(f"fusion=native requested but {caps.native_rrf_reason}; use --fusion client or auto")
+                raise ConfigError(
+                    f"fusion_path=native requested but {caps.native_rrf_reason}; use --fusion-path client or auto"
+                )
             return "native"
         return "native" if caps.native_rrf else "client"
 
     # -- setup --------------------------------------------------------------------------------
-    def setup(self, *, create_indices: bool = True, language: str | None = None) -> list[dict[str, Any]]:
+    def setup(self, *, create_indices: bool = True) -> list[dict[str, Any]]:
         """Install pipelines, templates and the stored search template (idempotent PUTs) and create the
         indices if absent. ``analyzer=auto`` is resolved against the cluster first (:meth:`resolve_analyzer`).
 
         Args:
             create_indices: Also create the chunk and parent indices.
-            language: Corpus language for ``analyzer=auto`` (``ja`` picks kuromoji or cjk), or None.
         """
         settings = self.settings
-        if settings.analyzer is Analyzer.AUTO:  # the probe is needed only to resolve auto
-            settings = settings.replace(analyzer=self.resolve_analyzer(language).analyzer)
+        if settings.index.analyzer is Analyzer.AUTO:  # the probe is needed only to resolve auto
+            settings = settings.replace(analyzer=self.resolve_analyzer().analyzer)
         problems = self.preflight()
         if problems:
             raise ConfigError("setup would be refused, nothing was sent: " + "; ".join(problems))
@@ -625,10 +623,10 @@ class ElasticsearchBackend:
         """
         s = self.settings
         problems = template_conflicts(s, self.send(EsRequest("GET", "_index_template"), ignore=(403, 404)))
-        if s.vectors is VectorMode.INFERENCE:
+        if s.encoder.vectors is VectorMode.INFERENCE:
             problems += inference_endpoint_problems(self.probe(), s)
-        elif s.vectors is VectorMode.SEMANTIC_TEXT:
-            support = semantic_text_support(self.probe(), s.inference_id)
+        elif s.encoder.vectors is VectorMode.SEMANTIC_TEXT:
+            support = semantic_text_support(self.probe(), s.encoder.inference_id)
             if not support["usable"]:
                 problems.append(f"vector_mode semantic_text: {support['reason']}")
         return problems
@@ -656,7 +654,8 @@ class ElasticsearchBackend:
         """Bulk-index children and parents through the ingest pipelines.
 
         ``helpers.streaming_bulk`` resends 429s (whole request or single documents) after a jittered, doubling
-        wait; the client it gets resends only 502/503/504 itself, and waits ``settings.bulk_timeout`` per request.
+        wait; the client it gets resends only 502/503/504 itself, and waits
+        ``settings.connection.bulk_timeout`` per request.
         Every acknowledged document is counted as the stream yields it, so a failure part-way still reports how
         many landed. A 401, 403 or 413 (credentials, privileges, request size) stops the run with a clear error
         instead of failing every remaining document the same way.
@@ -671,9 +670,9 @@ class ElasticsearchBackend:
         from elasticsearch import TransportError, helpers
 
         report = IndexReport()
-        server_embeds = self.settings.vectors is not VectorMode.CLIENT
+        server_embeds = self.settings.encoder.vectors is not VectorMode.CLIENT
         client = self.client.options(
-            retry_on_status=TRANSPORT_RETRY_STATUSES, request_timeout=self.settings.bulk_timeout
+            retry_on_status=TRANSPORT_RETRY_STATUSES, request_timeout=self.settings.connection.bulk_timeout
         )
         for docs, index in ((chunks, self.settings.chunk_index), (parents, self.settings.parent_index)):
             if not docs:
@@ -762,7 +761,7 @@ class ElasticsearchBackend:
         plan = channel_plan(query_text, query_vector, settings)
         if "exact" in plan:
             notes.append(f"exact channel: identifiers {extract_identifiers(query_text)}")
-        method = settings.fusion_method
+        method = settings.fusion.method
         native = self.fusion_path(settings) == "native" and len(plan) > 1
         blocker = native_blocker(settings, _version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None)
         if native and blocker:
@@ -925,6 +924,9 @@ class ElasticsearchBackend:
             nxt = [_hit_from_es(h) for h in after.get("hits", {}).get("hits", [])]
             out[a.chunk_id] = prev + nxt
         return out
+
+    def flush(self) -> None:
+        """Nothing to do: every bulk has returned, and the version switch refreshes before it commits."""
 
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks in the chunk index (only those ``flt`` allows, when given).
@@ -1122,7 +1124,7 @@ def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> d
             collects them.
         settings: Gives the component names.
     """
-    p = settings.index_prefix
+    p = settings.index.prefix
     out: dict[str, dict[str, str]] = {}
     for label in ("chunks", "parents"):
         body = _component_body(installed.get(f"_component_template/{p}-{label}"))
@@ -1144,16 +1146,15 @@ def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> d
     return out
 
 
-def analysis_report(caps: Capabilities, settings: Settings, *, language: str | None = None) -> dict[str, Any]:
+def analysis_report(caps: Capabilities, settings: Settings) -> dict[str, Any]:
     """The ``analysis`` section of ``doctor``: analyzer configured (``auto`` resolved as ``setup`` would),
     whether kuromoji is present, the analyzer of every text field as installed, and whether they agree.
 
     Args:
         caps: The probe.
-        settings: The configured analyzer.
-        language: Corpus language for resolving ``auto``.
+        settings: The configured analyzer and corpus language.
     """
-    choice = resolve_analyzer(settings.analyzer, plugins=caps.analysis_plugins, language=language)
+    choice = resolve_analyzer(settings.index.analyzer, plugins=caps.analysis_plugins, language=settings.index.language)
     configured = choice.analyzer.value
     installed = caps.installed_analyzers
     main = sorted({v for fields in installed.values() for k, v in fields.items() if "." not in k})
@@ -1168,7 +1169,7 @@ def analysis_report(caps: Capabilities, settings: Settings, *, language: str | N
         )
     return {
         "configured": configured,
-        "configured_as": settings.analyzer.value,
+        "configured_as": settings.index.analyzer.value,
         "reason": choice.reason,
         "kuromoji_plugin": "installed" if KUROMOJI_PLUGIN in caps.analysis_plugins else "not installed",
         "installed": installed,
@@ -1276,7 +1277,7 @@ def _fatal_bulk_reason(status: int, info: dict[str, Any]) -> str:
 
 
 def inference_endpoint_problems(caps: Capabilities, settings: Settings) -> list[str]:
-    """Why the ``inference`` processor cannot fill the ``vector`` field with ``settings.inference_id``: missing
+    """Why the ``inference`` processor cannot fill the ``vector`` field with ``settings.encoder.inference_id``: missing
     endpoint, a task type other than ``text_embedding``, or ``service_settings.dimensions`` other than
     ``vector_dims`` (the ``dense_vector`` mapping refuses a vector of other dimensions for every document).
 
@@ -1284,7 +1285,7 @@ def inference_endpoint_problems(caps: Capabilities, settings: Settings) -> list[
         caps: The probe (``GET _inference/_all``).
         settings: ``inference_id`` and ``vector_dims``.
     """
-    inference_id = settings.inference_id
+    inference_id = settings.encoder.inference_id
     if "_inference/_all" in caps.unreadable:
         return []  # cannot tell without monitor_inference: setup goes on, selftest checks a real document
     info = caps.inference_endpoint_info.get(str(inference_id))
@@ -1297,10 +1298,10 @@ def inference_endpoint_problems(caps: Capabilities, settings: Settings) -> list[
             "needs text_embedding"
         ]
     dims = str(info.get("dimensions") or "")
-    if dims and dims.isdigit() and int(dims) != settings.vector_dims:
+    if dims and dims.isdigit() and int(dims) != settings.encoder.dims:
         return [
             f"inference endpoint {inference_id!r} produces {dims}-dimension embeddings, vector_dims is "
-            f"{settings.vector_dims}: pass --vector-dims {dims} (and embed queries with the same model)"
+            f"{settings.encoder.dims}: pass --vector-dims {dims} (and embed queries with the same model)"
         ]
     return []
 

@@ -122,7 +122,7 @@ def exact_channel_active(query_text: str, settings: Settings) -> bool:
         query_text: The user's query.
         settings: ``exact_channel`` (``auto`` or ``off``).
     """
-    return settings.exact_channel == "auto" and bool(extract_identifiers(query_text))
+    return settings.retrieve.exact_channel == "auto" and bool(extract_identifiers(query_text))
 
 
 def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:
@@ -146,9 +146,9 @@ def bm25_query(query_text: str, settings: Settings | None = None) -> dict[str, A
         settings: Gives ``bm25_fields`` and ``bm25_tie_breaker`` (default settings when None).
     """
     s = settings or Settings()
-    mm: dict[str, Any] = {"query": query_text, "fields": list(s.bm25_fields), "type": "best_fields"}
-    if s.bm25_tie_breaker:
-        mm["tie_breaker"] = s.bm25_tie_breaker
+    mm: dict[str, Any] = {"query": query_text, "fields": list(s.retrieve.bm25_fields), "type": "best_fields"}
+    if s.retrieve.bm25_tie_breaker:
+        mm["tie_breaker"] = s.retrieve.bm25_tie_breaker
     return {"multi_match": mm}
 
 
@@ -176,8 +176,8 @@ def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, se
     return {
         "field": "vector",
         "query_vector": [float(x) for x in query_vector],
-        "k": settings.candidate_k,
-        "num_candidates": settings.num_candidates,
+        "k": settings.retrieve.candidate_k,
+        "num_candidates": settings.retrieve.num_candidates,
         "filter": flt.to_es(),
     }
 
@@ -212,7 +212,7 @@ def semantic_mode(settings: Settings) -> bool:
     Args:
         settings: ``vector_mode`` / ``inference_id``.
     """
-    return settings.vectors is VectorMode.SEMANTIC_TEXT
+    return settings.encoder.vectors is VectorMode.SEMANTIC_TEXT
 
 
 def channel_plan(query_text: str, query_vector: object | None, settings: Settings) -> list[str]:
@@ -254,17 +254,21 @@ def native_blocker(settings: Settings, version: Sequence[int] | None = None) -> 
         settings: ``fusion_method``, ``score_normalizer`` and ``channel_weights``.
         version: The cluster version, or None when unknown (only the version-free rule applies).
     """
-    if settings.fusion_method == "linear" and settings.score_normalizer not in NATIVE_NORMALIZERS:
-        return f"normalizer {settings.score_normalizer} exists only client-side"
+    if settings.fusion.method == "linear" and settings.fusion.normalizer not in NATIVE_NORMALIZERS:
+        return f"normalizer {settings.fusion.normalizer} exists only client-side"
     if version is None:
         return None
     shown = ".".join(str(p) for p in version)
-    if settings.fusion_method == "rrf" and settings.channel_weights and tuple(version) < WEIGHTED_RRF_MIN_VERSION:
+    if (
+        settings.fusion.method == "rrf"
+        and settings.fusion.channel_weights
+        and tuple(version) < WEIGHTED_RRF_MIN_VERSION
+    ):
         return f"weighted rrf needs Elasticsearch >= 9.2 (rrf_retriever.weighted_support), the cluster is {shown}"
-    if settings.fusion_method == "linear":
+    if settings.fusion.method == "linear":
         if tuple(version) < LINEAR_MIN_VERSION:
             return f"the linear retriever needs Elasticsearch >= 8.18, the cluster is {shown}"
-        if settings.score_normalizer == "l2_norm" and tuple(version) < L2_NORM_MIN_VERSION:
+        if settings.fusion.normalizer == "l2_norm" and tuple(version) < L2_NORM_MIN_VERSION:
             return f"the l2_norm normalizer needs Elasticsearch >= 9.1, the cluster is {shown}"
     return None
 
@@ -323,9 +327,9 @@ def native_rrf_body(
         channels: Channels to fuse (default :func:`channel_plan`).
     """
     names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
-    check_window(settings.candidate_k, settings.candidate_k)
+    check_window(settings.retrieve.candidate_k, settings.retrieve.candidate_k)
     body: dict[str, Any] = {
-        "size": settings.candidate_k,
+        "size": settings.retrieve.candidate_k,
         "_source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
     if "dense" in names and semantic_mode(settings):
@@ -334,15 +338,15 @@ def native_rrf_body(
     if len(children) == 1:
         body["retriever"] = children[0]
         return body
-    weights = settings.channel_weights
-    if settings.fusion_method == "linear":
+    weights = settings.fusion.channel_weights
+    if settings.fusion.method == "linear":
         # the normalizer per child only: a top-level normalizer next to retrievers is refused by 9.1
         # ("[linear] [normalizer] cannot be provided when [retrievers] is specified") and unknown to 9.0
         entries = [
-            {"retriever": child, "weight": weights.get(name, 1.0), "normalizer": settings.score_normalizer}
+            {"retriever": child, "weight": weights.get(name, 1.0), "normalizer": settings.fusion.normalizer}
             for name, child in zip(names, children, strict=True)
         ]
-        body["retriever"] = {"linear": {"retrievers": entries, "rank_window_size": settings.candidate_k}}
+        body["retriever"] = {"linear": {"retrievers": entries, "rank_window_size": settings.retrieve.candidate_k}}
         return body
     rrf_children: list[dict[str, Any]]
     if weights:
@@ -354,8 +358,8 @@ def native_rrf_body(
     body["retriever"] = {
         "rrf": {
             "retrievers": rrf_children,
-            "rank_constant": settings.rank_constant,
-            "rank_window_size": settings.candidate_k,
+            "rank_constant": settings.fusion.rank_constant,
+            "rank_window_size": settings.retrieve.candidate_k,
         }
     }
     return body
@@ -386,7 +390,7 @@ def client_channel_bodies(
     for name in names:
         if name == "dense" and semantic_mode(settings):
             bodies[name] = {
-                "size": settings.candidate_k,
+                "size": settings.retrieve.candidate_k,
                 "_source": src,
                 "query": {"bool": {"must": [semantic_query(query_text)], "filter": flt.to_es()}},
                 "highlight": semantic_highlight(),
@@ -395,14 +399,14 @@ def client_channel_bodies(
         if name == "dense":
             assert query_vector is not None
             bodies[name] = {
-                "size": settings.candidate_k,
+                "size": settings.retrieve.candidate_k,
                 "_source": src,
                 "knn": knn_clause(query_vector, flt, settings),
             }
             continue
         query = bm25_query(query_text, settings) if name == "bm25" else exact_query(extract_identifiers(query_text))
         bodies[name] = {
-            "size": settings.candidate_k,
+            "size": settings.retrieve.candidate_k,
             "_source": src,
             "query": {"bool": {"must": [query], "filter": flt.to_es()}},
         }
@@ -458,7 +462,7 @@ def search_template_id(settings: Settings) -> str:
     Args:
         settings: Gives the prefix.
     """
-    return f"{settings.index_prefix}-hybrid"
+    return f"{settings.index.prefix}-hybrid"
 
 
 def search_template_params(
@@ -478,20 +482,20 @@ def search_template_params(
         settings: Candidate counts and RRF parameters.
         vectors_in_source_param: See :func:`source_spec`.
     """
-    identifiers = extract_identifiers(query_text) if settings.exact_channel == "auto" else []
+    identifiers = extract_identifiers(query_text) if settings.retrieve.exact_channel == "auto" else []
     params: dict[str, Any] = {
         "query_text": query_text,
         "query_vector": [float(x) for x in query_vector],
         "filter": flt.to_es(),
-        "k": settings.candidate_k,
-        "num_candidates": settings.num_candidates,
-        "rank_window_size": settings.candidate_k,
-        "rank_constant": settings.rank_constant,
-        "fields": list(settings.bm25_fields),
+        "k": settings.retrieve.candidate_k,
+        "num_candidates": settings.retrieve.num_candidates,
+        "rank_window_size": settings.retrieve.candidate_k,
+        "rank_constant": settings.fusion.rank_constant,
+        "fields": list(settings.retrieve.bm25_fields),
         "source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
-    if settings.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
-        params["tie_breaker"] = settings.bm25_tie_breaker
+    if settings.retrieve.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
+        params["tie_breaker"] = settings.retrieve.bm25_tie_breaker
     if identifiers:
         params["exact"] = {"query": exact_query(identifiers)}
     return params

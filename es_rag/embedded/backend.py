@@ -132,7 +132,7 @@ class EmbeddedBackend:
             self.versions = json.loads(registry.read_text(encoding="utf-8"))
         self._dirty = True
 
-    def save(self) -> None:
+    def flush(self) -> None:
         """Write the store to ``directory`` (atomic per file)."""
         if self.directory is None:
             return
@@ -403,17 +403,17 @@ class EmbeddedBackend:
         self._refresh()
         t0 = time.perf_counter()
         mask = self._mask(flt) if self._ids else np.zeros(0, dtype=bool)
-        channels = {"bm25": self.bm25(query_text, flt, settings.candidate_k, mask=mask)}
+        channels = {"bm25": self.bm25(query_text, flt, settings.retrieve.candidate_k, mask=mask)}
         took = {"bm25": (time.perf_counter() - t0) * 1000}
         if query_vector is not None:
             t1 = time.perf_counter()
-            channels["dense"] = self.knn(query_vector, flt, settings.candidate_k, mask=mask)
+            channels["dense"] = self.knn(query_vector, flt, settings.retrieve.candidate_k, mask=mask)
             took["dense"] = (time.perf_counter() - t1) * 1000
         notes = []
         identifiers = extract_identifiers(query_text)
         if exact_channel_active(query_text, settings):
             t2 = time.perf_counter()
-            channels["exact"] = self.exact(identifiers, flt, settings.candidate_k, mask=mask)
+            channels["exact"] = self.exact(identifiers, flt, settings.retrieve.candidate_k, mask=mask)
             took["exact"] = (time.perf_counter() - t2) * 1000
             notes.append(f"exact channel: identifiers {identifiers}")
         return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took, notes=notes)

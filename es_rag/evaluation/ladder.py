@@ -158,7 +158,7 @@ def ladder_table(
         reason = top["paths"].get("rerank", "disabled")
         row7["metrics"] = {}
         row7["skipped"] = (
-            f"skipped: no reranker ({reason})" if top["settings"]["reranker_model"] is None else f"skipped: {reason}"
+            f"skipped: no reranker ({reason})" if top["settings"]["rerank_model"] is None else f"skipped: {reason}"
         )
     else:
         lat = top["latency_ms"].get("rerank", {})
@@ -234,7 +234,7 @@ def ladder(
     if embedder is None:
         from es_rag.encoders.embedder import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(base.embedding_model, batch_size=64, show_progress=progress)
+        embedder = SentenceTransformerEmbedder(base.encoder.model, batch_size=64, show_progress=progress)
         embedder.warm_up()
     notes: list[str] = []
     limit = embedder.tokenizer().max_tokens
@@ -247,7 +247,7 @@ def ladder(
         4: ChunkUnit(structure, long, overlap),
     }
     corpus, _, _ = load_beir(dataset, split)
-    no_rerank = base.replace(reranker_model=None)
+    no_rerank = base.replace(rerank_model=None)
     results: dict[int, dict[str, Any]] = {}
     for step, unit in units.items():
         previous = units.get(step - 1)
@@ -267,7 +267,7 @@ def ladder(
             depth=depth,
             index=index,
         )
-    table = ladder_table(results, units, fusion_method=base.fusion_method)
+    table = ladder_table(results, units, fusion_method=base.fusion.method)
     return {
         "dataset": str(dataset),
         "split": split,

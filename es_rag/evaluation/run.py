@@ -102,8 +102,9 @@ def bm25_description(settings: Settings) -> str:
         settings: Settings.
     """
     return (
-        f"multi_match best_fields {list(settings.bm25_fields)} tie_breaker={settings.bm25_tie_breaker} "
-        f"analyzer={settings.analyzer.value} k1={settings.bm25_k1} b={settings.bm25_b}"
+        f"multi_match best_fields {list(settings.retrieve.bm25_fields)} "
+        f"tie_breaker={settings.retrieve.bm25_tie_breaker} "
+        f"analyzer={settings.index.analyzer.value} k1={settings.index.bm25_k1} b={settings.index.bm25_b}"
     )
 
 
@@ -265,7 +266,7 @@ def build_index(
     if embedder is None:
         from es_rag.encoders.embedder import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(settings.embedding_model, batch_size=64, show_progress=progress)
+        embedder = SentenceTransformerEmbedder(settings.encoder.model, batch_size=64, show_progress=progress)
         embedder.warm_up()
     cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)
     ids = list(corpus)
@@ -276,12 +277,12 @@ def build_index(
     backend = EmbeddedBackend(
         None,
         dims=int(matrix.shape[1]) if len(ids) else None,
-        analyzer=settings.analyzer,
-        bm25_fields=settings.bm25_fields,
-        tie_breaker=settings.bm25_tie_breaker,
-        bm25_k1=settings.bm25_k1,
-        bm25_b=settings.bm25_b,
-        similarity=settings.similarity,
+        analyzer=settings.index.analyzer,
+        bm25_fields=settings.retrieve.bm25_fields,
+        tie_breaker=settings.retrieve.bm25_tie_breaker,
+        bm25_k1=settings.index.bm25_k1,
+        bm25_b=settings.index.bm25_b,
+        similarity=settings.index.similarity,
     )
     chunks = [
         Chunk(
@@ -372,7 +373,11 @@ def build_es_index(
     backend.settings = settings
     backend.setup(create_indices=True)
     installed = _installed_bm25(backend, settings)
-    wanted = {"analyzer": settings.analyzer.value, "k1": float(settings.bm25_k1), "b": float(settings.bm25_b)}
+    wanted = {
+        "analyzer": settings.index.analyzer.value,
+        "k1": float(settings.index.bm25_k1),
+        "b": float(settings.index.bm25_b),
+    }
     if installed != wanted:
         raise ConfigError(
             f"index {settings.chunk_index} was created with analyzer={installed['analyzer']} k1={installed['k1']} "
@@ -701,7 +706,8 @@ def evaluate(
 
     settings = settings or Settings()
     settings = settings.replace(
-        candidate_k=max(depth, settings.rerank_k), num_candidates=max(depth, settings.num_candidates, settings.rerank_k)
+        candidate_k=max(depth, settings.rerank.k),
+        num_candidates=max(depth, settings.retrieve.num_candidates, settings.rerank.k),
     )
     corpus, queries, qrels = load_beir(dataset, split)
     if max_queries is not None:
@@ -709,7 +715,7 @@ def evaluate(
         queries = {q: queries[q] for q in keep}
         qrels = {q: qrels[q] for q in keep}
     if es_backend is not None:
-        settings = settings.replace(fusion="client")
+        settings = settings.replace(fusion_path="client")
     if index is None and es_backend is not None:
         index = build_es_index(corpus, settings, es_backend, unit=unit, cache_dir=cache_dir, progress=progress)
     elif index is None:
@@ -740,8 +746,8 @@ def evaluate(
         "chunker_version": chunked.chunker_version if chunked is not None else CHUNKER_VERSION,
         "embedding_version": embedder.version,
         "sparse_index_version": index.paths["bm25"],
-        "dense_index_version": f"{embedder.version} flat-{settings.similarity.value}",
-        "reranker": settings.reranker_model or "none",
+        "dense_index_version": f"{embedder.version} flat-{settings.index.similarity.value}",
+        "reranker": settings.rerank.model or "none",
     }
     runs: dict[str, dict[str, dict[str, float]]] = {k: {} for k in ("bm25", "dense", "hybrid", "rerank", "context")}
     channel_ids: dict[str, dict[str, list[str]]] = {"bm25": {}, "dense": {}}
@@ -819,11 +825,11 @@ def evaluate(
     stages["hybrid"] = metrics(qrels, runs["hybrid"])
     stages["rerank"] = metrics(qrels, runs["rerank"]) if runs["rerank"] else None
     stages["selection"] = {
-        "context_recall": _recall_full(qrels, runs["context"], max(1, settings.context_k)),
+        "context_recall": _recall_full(qrels, runs["context"], max(1, settings.select.context_k)),
         "duplicate_rate": round(float(np.mean(dup_rates)) if dup_rates else 0.0, 4),
         "context_tokens": {"mean": round(float(np.mean(tokens)) if tokens else 0.0, 1), **_percentiles(tokens)},
-        "context_k": settings.context_k,
-        "token_budget": settings.token_budget,
+        "context_k": settings.select.context_k,
+        "token_budget": settings.pack.token_budget,
     }
     if chunked is None:
         stages["chunking"] = {
@@ -834,7 +840,7 @@ def evaluate(
     else:
         stages["chunking"] = _chunking_stage(chunked, qrels, runs["dense"], channel_ids, depth)
     paths = dict(index.paths)
-    paths["fusion"] = f"client-rrf (rank_constant={settings.rank_constant}, rank_window_size={depth})"
+    paths["fusion"] = f"client-rrf (rank_constant={settings.fusion.rank_constant}, rank_window_size={depth})"
     paths["rerank"] = rerank_path if reranker is not None else "disabled"
     return {
         "dataset": str(dataset),
@@ -848,18 +854,18 @@ def evaluate(
         "timing_s": {"embed_corpus": round(index.embed_seconds, 2)}
         | ({"chunk_corpus": chunked.stats["chunk_seconds"]} if chunked is not None else {}),
         "settings": {
-            "embedding_model": settings.embedding_model,
-            "reranker_model": settings.reranker_model,
-            "analyzer": settings.analyzer.value,
-            "bm25_fields": list(settings.bm25_fields),
-            "bm25_tie_breaker": settings.bm25_tie_breaker,
-            "bm25_k1": settings.bm25_k1,
-            "bm25_b": settings.bm25_b,
-            "rank_constant": settings.rank_constant,
-            "rerank_k": settings.rerank_k,
-            "context_k": settings.context_k,
-            "token_budget": settings.token_budget,
-            "mmr_lambda": settings.mmr_lambda,
+            "embedding_model": settings.encoder.model,
+            "rerank_model": settings.rerank.model,
+            "analyzer": settings.index.analyzer.value,
+            "bm25_fields": list(settings.retrieve.bm25_fields),
+            "bm25_tie_breaker": settings.retrieve.bm25_tie_breaker,
+            "bm25_k1": settings.index.bm25_k1,
+            "bm25_b": settings.index.bm25_b,
+            "rank_constant": settings.fusion.rank_constant,
+            "rerank_k": settings.rerank.k,
+            "context_k": settings.select.context_k,
+            "token_budget": settings.pack.token_budget,
+            "mmr_lambda": settings.select.mmr_lambda,
             "depth": depth,
         },
         "records": str(records_path) if records_path else None,
@@ -869,7 +875,7 @@ def evaluate(
 ABLATIONS: dict[str, dict[str, Any]] = {
     "rank_constant=20": {"rank_constant": 20},
     "rerank_k=20": {"rerank_k": 20},
-    "no reranker": {"reranker_model": None},
+    "no reranker": {"rerank_model": None},
     "mmr_lambda=1.0 (no diversity)": {"mmr_lambda": 1.0},
     "context_k=10": {"context_k": 10},
 }
@@ -884,7 +890,7 @@ def ablations_for(base: Settings) -> dict[str, dict[str, Any]]:
     Args:
         base: The settings every variant changes one thing of.
     """
-    other = "standard" if base.analyzer.value == "english" else "english"
+    other = "standard" if base.index.analyzer.value == "english" else "english"
     out: dict[str, dict[str, Any]] = {f"analyzer={other}": {"analyzer": other}}
     for name, values in BM25_PROTOCOLS.items():
         if apply_bm25_protocol(base, name) != base:

@@ -11,7 +11,7 @@ The model starts from any local or hub checkpoint (default: the offline all-Mini
 fresh single-logit head and is trained for a bounded number of steps, listwise by default (softmax
 cross-entropy of each positive against its query's hard negatives, which ranks rather than classifies)
 or pointwise (binary cross-entropy on single pairs), then saved where
-:class:`~es_rag.cross_encoder.model.CrossEncoderReranker` (``--reranker DIR``) loads it.
+:class:`~es_rag.cross_encoder.model.CrossEncoderReranker` (``--rerank-model DIR``) loads it.
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def train_reranker(
     if split == "test":
         raise InputError(str(dataset), "split", "the test split is for evaluation only; train on train (or dev)")
     settings = settings or Settings()
-    config = config or TrainingConfig(base_model=settings.embedding_model)
+    config = config or TrainingConfig(base_model=settings.encoder.model)
     corpus, queries, qrels = load_beir(dataset, split)
     if max_queries is not None:
         keep = list(queries)[:max_queries]
@@ -346,7 +346,7 @@ def train_reranker(
         tenant=EVAL_TENANT,
         negatives_per_query=config.negatives_per_query,
         depth=config.mining_depth,
-        rank_constant=settings.rank_constant,
+        rank_constant=settings.fusion.rank_constant,
     )
     by_channel: dict[str, int] = {}
     for p in pairs:

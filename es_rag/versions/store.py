@@ -162,7 +162,7 @@ class EsVersionStore(_RegistryOps):
         resp = self.backend.send(registry_get_request(self.settings, tenant_id), ignore=(404,))
         if isinstance(resp, dict) and "error" in resp:
             raise ClusterError(
-                f"version registry {self.settings.index_prefix}-versions is unreadable (run `es-rag setup`)",
+                f"version registry {self.settings.index.prefix}-versions is unreadable (run `es-rag setup`)",
                 status=404,
                 response=resp,
             )

@@ -14,9 +14,7 @@ NDJSON endpoints (``_msearch``, ``_bulk``), and the parsed requests must be exac
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from es_rag.es_request import EsRequest, render
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
 from es_rag.versions.registry import VersionGate
+from tests.support import golden
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 QUERY = "How do I reset my password?"
@@ -161,25 +160,8 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def check_snapshot(name: str, actual: str) -> None:
-    """Compare ``actual`` with ``snapshots/<name>``; rewrite it when ``UPDATE_GOLDEN=1``."""
-    path = SNAPSHOTS / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        SNAPSHOTS.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(actual.encode("utf-8"))
-        return
-    if not path.is_file():
-        pytest.fail(f"snapshot {path} is missing; create it with UPDATE_GOLDEN=1 and review it", pytrace=False)
-    expected = path.read_bytes().decode("utf-8")
-    if actual != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                actual.splitlines(keepends=True),
-                fromfile=f"snapshots/{name}",
-                tofile="actual output",
-            )
-        )
-        pytest.fail(f"output differs from golden snapshot {name} (UPDATE_GOLDEN=1 accepts it):\n{diff}", pytrace=False)
+    """Compare ``actual`` with ``snapshots/<name>`` (:func:`tests.support.golden.check_snapshot`)."""
+    golden.check_snapshot(SNAPSHOTS, name, actual)
 
 
 @pytest.mark.parametrize("snapshot", list(GOLDEN))
@@ -337,7 +319,7 @@ def test_explain_no_vector_output_is_executable_on_the_default_mapping(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     console = run_cli(GOLDEN["explain_reset_password_acme_support_dims8.console.txt"], capsys)
-    assert Settings().similarity.value == "cosine"
+    assert Settings().index.similarity.value == "cosine"
     vectors = [v for req in parse_console(console) for v in _knn_query_vectors(req["body"])]
     assert len(vectors) == 2  # native knn retriever + _msearch knn search
     for vector in vectors:

@@ -57,16 +57,16 @@ def live_settings_for(prefix: str) -> Settings:
         num_candidates=20,
         rerank_k=5,
         context_k=3,
-        reranker_model=None,
+        rerank_model=None,
     )
 
 
 def delete_created_assets(backend: ElasticsearchBackend) -> None:
     """Delete what ``setup()`` created under the throw-away prefix, dependants first."""
     s = backend.settings
-    if not s.index_prefix.startswith(TEST_PREFIX):  # never touch anything that is not ours
-        raise AssertionError(f"refusing to clean up non-test prefix {s.index_prefix!r}")
-    for index in (s.chunk_index, s.parent_index, f"{s.index_prefix}-versions"):
+    if not s.index.prefix.startswith(TEST_PREFIX):  # never touch anything that is not ours
+        raise AssertionError(f"refusing to clean up non-test prefix {s.index.prefix!r}")
+    for index in (s.chunk_index, s.parent_index, f"{s.index.prefix}-versions"):
         backend.send(EsRequest("DELETE", index), ignore=(404,))
     # stored script, index templates, component templates, then pipelines (setup order reversed)
     for path in reversed(setup_paths(s)):

@@ -127,10 +127,10 @@ def test_setup_twice_is_idempotent_and_doctor_sees_current_assets(installed: Ela
     installed_assets = report["cluster"]["installed_assets"]
     assert set(installed_assets) == {r.path for r in setup_requests(s)}
     assert set(installed_assets.values()) == {ASSET_VERSION}  # the stored search template's marker included
-    assert f"_scripts/{s.index_prefix}-hybrid" in installed_assets
+    assert f"_scripts/{s.index.prefix}-hybrid" in installed_assets
     # the analyzer read back from the installed component templates, per text field
     assert report["analysis"]["check"].startswith("ok"), report["analysis"]
-    assert report["analysis"]["installed"]["chunks"]["text"] == f"{s.analyzer.value} (es_rag_text)"
+    assert report["analysis"]["installed"]["chunks"]["text"] == f"{s.index.analyzer.value} (es_rag_text)"
 
     # the index templates really applied: the chunk index writes through the chunk pipeline
     got = installed.send(EsRequest("GET", f"{s.chunk_index}/_settings"))
@@ -194,7 +194,7 @@ def test_bulk_through_the_pipeline_reports_a_doc_missing_tenant(installed: Elast
 @pytest.mark.live
 def test_search_never_crosses_tenants_on_any_allowed_fusion_path(ingested: ElasticsearchBackend) -> None:
     for path in fusion_paths(ingested):
-        backend = backend_with(ingested, fusion=path)
+        backend = backend_with(ingested, fusion_path=path)
         for tenant, own in (("acme", ACME_PUBLIC), ("globex", GLOBEX)):
             ret = backend.retrieve(QUERY, QVEC, SearchFilter(tenant), backend.settings)
             assert ret.path == ("native-rrf" if path == "native" else "client-rrf"), (path, ret.notes)
@@ -223,15 +223,15 @@ def test_client_rrf_over_msearch_equals_native_rrf(ingested: ElasticsearchBacken
     s: Settings = ingested.settings
     flt = SearchFilter("acme")
 
-    client = backend_with(ingested, fusion="client")
+    client = backend_with(ingested, fusion_path="client")
     ret_c = client.retrieve(QUERY, QVEC, flt, client.settings)
     assert set(ret_c.channels) == {"bm25", "dense"}, ret_c.notes
     lists = [[h.chunk_id for h in ret_c.channels["bm25"]], [h.chunk_id for h in ret_c.channels["dense"]]]
     assert lists[0] != lists[1], "test data should give the two channels different orders"
-    fused = reciprocal_rank_fusion(lists, rank_constant=s.rank_constant, rank_window_size=s.candidate_k)
+    fused = reciprocal_rank_fusion(lists, rank_constant=s.fusion.rank_constant, rank_window_size=s.retrieve.candidate_k)
     client_scores = {f.id: f.score for f in fused}
 
-    native = backend_with(ingested, fusion="native")
+    native = backend_with(ingested, fusion_path="native")
     ret_n = native.retrieve(QUERY, QVEC, flt, native.settings)
     assert ret_n.path == "native-rrf" and ret_n.fused is not None
     native_ids = [h.chunk_id for h in ret_n.fused]

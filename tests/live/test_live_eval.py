@@ -24,7 +24,7 @@ def test_eval_on_the_cluster_matches_the_embedded_mirror(tiny_bi_encoder: Path, 
         pytest.skip(SKIP_REASON)
     settings = Settings(
         index_prefix=f"{TEST_PREFIX}{uuid.uuid4().hex[:12]}", embedding_model=str(tiny_bi_encoder), vector_dims=32,
-        reranker_model=None, candidate_k=20, num_candidates=40, rerank_k=8, context_k=3, token_budget=400,
+        rerank_model=None, candidate_k=20, num_candidates=40, rerank_k=8, context_k=3, token_budget=400,
         analyzer="english", bm25_fields=("title", "text"), bm25_tie_breaker=1.0, bm25_k1=0.9, bm25_b=0.4,
     )  # fmt: skip
     beir = write_beir(tmp_path / "beir")

@@ -128,7 +128,7 @@ def test_semantic_text_mode_end_to_end(live_backend: ElasticsearchBackend, minil
 
     inference_id = os.environ.get("ES_RAG_LIVE_INFERENCE_ID", ".multilingual-e5-small-elasticsearch")
     settings = Settings(
-        index_prefix=f"{live_backend.settings.index_prefix}-sem", inference_id=inference_id, vector_mode="semantic_text"
+        index_prefix=f"{live_backend.settings.index.prefix}-sem", inference_id=inference_id, vector_mode="semantic_text"
     )
     backend = ElasticsearchBackend(live_backend.client, settings)
     support = backend.doctor()["semantic_text"]
@@ -144,7 +144,7 @@ def test_semantic_text_mode_end_to_end(live_backend: ElasticsearchBackend, minil
         hits = ret.fused if ret.fused is not None else ret.channels.get("dense", [])
         assert hits and all(h.tenant_id == "acme" for h in hits)
     finally:
-        for index in (settings.chunk_index, settings.parent_index, f"{settings.index_prefix}-versions"):
+        for index in (settings.chunk_index, settings.parent_index, f"{settings.index.prefix}-versions"):
             backend.send(EsRequest("DELETE", index), ignore=(404,))
         for req in reversed(setup_requests(settings)):
             backend.send(EsRequest("DELETE", req.path), ignore=(404,))

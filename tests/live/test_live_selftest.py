@@ -80,7 +80,7 @@ def test_semantic_highlight_returns_whole_server_chunks(es_url: str) -> None:
             "start_offset": 0,
             "end_offset": len(text),
         }
-        backend.send(EsRequest("PUT", f"{s.chunk_index}/_doc/c1?refresh=true", doc), timeout=s.bulk_timeout)
+        backend.send(EsRequest("PUT", f"{s.chunk_index}/_doc/c1?refresh=true", doc), timeout=s.connection.bulk_timeout)
         body = client_channel_bodies("device wipes", None, SearchFilter("t"), s, channels=["dense"])["dense"]
         hits = backend.send(EsRequest("POST", f"{s.chunk_index}/_search", body))["hits"]["hits"]
         fragments = hits[0]["highlight"][SEMANTIC_FIELD]

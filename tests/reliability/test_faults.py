@@ -203,9 +203,9 @@ def test_missing_chunk_index_is_a_clear_error_naming_it() -> None:
 
 def test_missing_registry_index_fails_the_search_clearly() -> None:
     backend, _, cluster, _ = _loaded()
-    del cluster.indices[f"{S.index_prefix}-versions"]
+    del cluster.indices[f"{S.index.prefix}-versions"]
     pipe = RagPipeline(backend, embedder=RandomEmbedder(), settings=S, tokenizer=WordTokenizer())
-    with pytest.raises(ClusterError, match=f"no such index \\[{S.index_prefix}-versions\\]"):
+    with pytest.raises(ClusterError, match=f"no such index \\[{S.index.prefix}-versions\\]"):
         pipe.search("sync error", SearchFilter("acme"))
 
 

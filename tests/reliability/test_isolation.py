@@ -120,11 +120,11 @@ EMBEDDED_CONFIGS = {
     # name: (embedder, reranker factory, settings overrides, queries per corpus). A query counts for a
     # path only when the trace shows that path was taken (expansion does not run on an empty selection).
     "all-up": (RandomEmbedder(), lambda: None, {}, PER_EXAMPLE),
-    "models-down+parent": (BrokenEmbedder(), DownReranker, {"expansion": "parent"}, 2 * PER_EXAMPLE),
+    "models-down+parent": (BrokenEmbedder(), DownReranker, {"expand_mode": "parent"}, 2 * PER_EXAMPLE),
     "reranked+neighbors": (
         RandomEmbedder(),
         OverlapReranker,
-        {"expansion": "neighbors", "expand_neighbors": 2},
+        {"expand_mode": "neighbors", "expand_neighbors": 2},
         PER_EXAMPLE + 16,
     ),
 }
@@ -177,7 +177,7 @@ def _load_cluster(corpus: Corpus, s: Settings, license_type: str) -> tuple[Any, 
     cluster.refresh_all()
     for tenant, keys in corpus.hidden.items():
         doc = {"tenant_id": tenant, "active": {}, "hidden": sorted(keys)}
-        backend.send(EsRequest("PUT", f"{s.index_prefix}-versions/_doc/{tenant}", doc))
+        backend.send(EsRequest("PUT", f"{s.index.prefix}-versions/_doc/{tenant}", doc))
     for tenant, source in corpus.deleted:
         out = delete_source(backend, tenant, source)
         assert out["remaining"] == {"chunks": 0, "parents": 0}
@@ -188,8 +188,8 @@ ES_CONFIGS = {
     # name: (licence, embedder, settings overrides, answer native searches with a 403 licence error,
     #        queries per corpus). Half the queries carry an identifier (exact channel); a dense-down query
     #        without one is the single-channel (bm25-only) path, hence twice the queries there.
-    "native+parent": ("trial", RandomEmbedder(), {"expansion": "parent"}, False, 116),
-    "native+neighbors": ("trial", RandomEmbedder(), {"expansion": "neighbors"}, False, 116),
+    "native+parent": ("trial", RandomEmbedder(), {"expand_mode": "parent"}, False, 116),
+    "native+neighbors": ("trial", RandomEmbedder(), {"expand_mode": "neighbors"}, False, 116),
     "basic-client": ("basic", RandomEmbedder(), {}, False, 80),
     "dense-down": ("trial", BrokenEmbedder(), {}, False, 160),
     "licence-403": ("trial", RandomEmbedder(), {}, True, 80),
@@ -245,7 +245,7 @@ def test_the_evaluator_catches_a_body_that_forgets_the_tenant_clause(monkeypatch
     """The ES isolation test can fail: drop the tenant clause from every rendered filter and it leaks."""
     rng = random.Random(7)
     corpus = random_corpus(rng, n_children=30)
-    s = _settings(expansion="parent")
+    s = _settings(expand_mode="parent")
     backend, _, _ = _load_cluster(corpus, s, "trial")
     original = SearchFilter.to_es
 

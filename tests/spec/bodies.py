@@ -93,7 +93,7 @@ SETUP_VARIANTS: dict[str, Settings] = {
         semantic_overlap=40,
     ),
     "semantic_text=elser+endpoint-chunking": Settings(
-        inference_id=".elser-2-elasticsearch", vector_mode="semantic_text", semantic_chunking=None
+        inference_id=".elser-2-elasticsearch", vector_mode="semantic_text", semantic_chunking="endpoint"
     ),
 }
 
@@ -172,9 +172,9 @@ def _setup_kind_and_asset(path: str, settings: Settings) -> tuple[str, str]:
     for route, (kind, file_prefix) in _SETUP_KINDS.items():
         if path.startswith(route):
             name = path[len(route) :]
-            if not name.startswith(settings.index_prefix + "-"):
+            if not name.startswith(settings.index.prefix + "-"):
                 raise AssertionError(f"setup request {path} does not carry the index prefix")
-            return kind, file_prefix + name[len(settings.index_prefix) + 1 :]
+            return kind, file_prefix + name[len(settings.index.prefix) + 1 :]
     raise AssertionError(f"setup request {path}: unknown kind; update tests/spec/bodies.py")
 
 
@@ -211,7 +211,7 @@ def channel_bodies() -> list[BodyCase]:
     for sname, settings in variants.items():
         for native in (True, False):
             for with_vector in (True, False):
-                vec = query_vector(settings.vector_dims) if with_vector else None
+                vec = query_vector(settings.encoder.dims) if with_vector else None
                 (req,) = search_requests(QUERY_EXACT, vec, flt, settings, native=native)
                 name = (
                     f"search[{sname}] exact-channel {'native' if native else 'client msearch'} "
@@ -219,14 +219,14 @@ def channel_bodies() -> list[BodyCase]:
                 )
                 out.append(BodyCase(_case(name, req), "search" if native else "msearch", settings, flt=flt))
         if sname.startswith("linear"):
-            (req,) = search_requests(QUERY, query_vector(settings.vector_dims), flt, settings, native=True)
+            (req,) = search_requests(QUERY, query_vector(settings.encoder.dims), flt, settings, native=True)
             name = f"search[{sname}] native linear vector filter={fname}"
             out.append(BodyCase(_case(name, req), "search", settings, flt=flt))
     settings = Settings()
     for req in search_template_requests(settings):
         out.append(BodyCase(_case("stored search template PUT _scripts", req), "script", settings))
     for query in (QUERY, QUERY_EXACT):
-        vec = query_vector(settings.vector_dims)
+        vec = query_vector(settings.encoder.dims)
         req = search_template_request(query, vec, flt, settings)
         label = "exact" if query == QUERY_EXACT else "plain"
         out.append(BodyCase(_case(f"search template call {label}", req), "search_template", settings, flt=flt))
@@ -283,7 +283,7 @@ def search_bodies() -> list[BodyCase]:
         with_vector: bool,
         vsp: bool,
     ) -> None:
-        vec = query_vector(settings.vector_dims) if with_vector else None
+        vec = query_vector(settings.encoder.dims) if with_vector else None
         (req,) = search_requests(QUERY, vec, flt, settings, native=native, vectors_in_source_param=vsp)
         name = (
             f"search[{sname}] {'native' if native else 'client msearch'} "
@@ -432,9 +432,9 @@ def _chunks(settings: Settings) -> tuple[list[Chunk], list[Chunk]]:
         token_count=8,
         **common,
     )
-    if settings.inference_id is None:  # else the ingest pipeline's inference processor / semantic_text embeds
+    if settings.encoder.inference_id is None:  # else the ingest pipeline's inference processor / semantic_text embeds
         child = child.with_vector(
-            np.asarray(query_vector(settings.vector_dims), dtype=np.float32),
+            np.asarray(query_vector(settings.encoder.dims), dtype=np.float32),
             "sentence-transformers/all-MiniLM-L6-v2@rev",
         )
     return [child], [parent]

@@ -108,7 +108,7 @@ def test_case_inventory() -> None:
     for vname in SETUP_VARIANTS:
         assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 11, vname
         scripts = [b for b in BODIES if b.case.name.startswith(f"setup[{vname}] script ")]
-        assert [b.case.path for b in scripts] == [f"_scripts/{b.settings.index_prefix}-hybrid" for b in scripts]
+        assert [b.case.path for b in scripts] == [f"_scripts/{b.settings.index.prefix}-hybrid" for b in scripts]
         assert len(scripts) == 1, vname
 
 
@@ -287,27 +287,29 @@ def test_chunk_mapping_maps_every_lineage_field(body_case: BodyCase) -> None:
     props = body_case.case.body["template"]["mappings"]["properties"]
     # semantic_text mode stores no client vector: the semantic_text field holds the server's embeddings
     fields = [
-        f for f in LINEAGE_FIELDS if not (f == "vector" and body_case.settings.vectors is VectorMode.SEMANTIC_TEXT)
+        f
+        for f in LINEAGE_FIELDS
+        if not (f == "vector" and body_case.settings.encoder.vectors is VectorMode.SEMANTIC_TEXT)
     ]
     missing = [f for f in fields if f not in props]
     assert not missing, f"lineage fields not mapped: {missing}"
     for f in fields:
         assert "type" in props[f], f
     s = body_case.settings
-    if s.vectors is VectorMode.SEMANTIC_TEXT:
+    if s.encoder.vectors is VectorMode.SEMANTIC_TEXT:
         assert "vector" not in props
-        expected: dict[str, Any] = {"type": "semantic_text", "inference_id": s.inference_id}
-        if s.semantic_chunking_settings() is not None:
-            expected["chunking_settings"] = s.semantic_chunking_settings()
+        expected: dict[str, Any] = {"type": "semantic_text", "inference_id": s.encoder.inference_id}
+        if s.encoder.semantic_chunking_settings() is not None:
+            expected["chunking_settings"] = s.encoder.semantic_chunking_settings()
         assert props[SEMANTIC_FIELD] == expected
     else:
         assert SEMANTIC_FIELD not in props
         assert props["vector"] == {
             "type": "dense_vector",
-            "dims": s.vector_dims,
+            "dims": s.encoder.dims,
             "index": True,
-            "similarity": s.similarity.value,
-            "index_options": s.vector_index_options(),
+            "similarity": s.index.similarity.value,
+            "index_options": s.index.vector_index_options(),
         }
     assert body_case.case.body["template"]["mappings"]["dynamic"] == "strict"
 
@@ -327,15 +329,15 @@ def test_asset_variants_render_their_settings() -> None:
         if b.asset in ("component-chunks", "component-parents"):
             # each component defines the analyzers its own mappings name (validated alone when PUT)
             assert body["template"]["settings"]["index"]["analysis"]["analyzer"]["es_rag_text"] == {
-                "type": s.analyzer.value
+                "type": s.index.analyzer.value
             }
         elif b.asset == "index-chunks":
             assert body["template"]["settings"]["index"]["default_pipeline"] == s.pipeline_id
-            assert body["index_patterns"] == [f"{s.index_prefix}-chunks*"]
-            assert body["composed_of"] == [f"{s.index_prefix}-chunks"]
+            assert body["index_patterns"] == [f"{s.index.prefix}-chunks*"]
+            assert body["composed_of"] == [f"{s.index.prefix}-chunks"]
         elif b.asset == "chunks-inference":
             (inf,) = [p["inference"] for p in body["processors"] if "inference" in p]
-            assert inf["model_id"] == s.inference_id
+            assert inf["model_id"] == s.encoder.inference_id
             # the embedding input is contextual_text when set, else text (Chunk.embed_text), via a temporary
             # field that two Painless-free set processors fill and a remove processor drops
             assert inf["input_output"] == [{"input_field": "_es_rag_embed_input", "output_field": "vector"}]
@@ -361,12 +363,12 @@ def test_asset_variants_render_their_settings() -> None:
             assert [(r["field"], r["ignore_missing"]) for r in removes] == [(["_es_rag_embed_input", "model_id"], True)]
             renames = [p["rename"] for p in body["processors"] if "rename" in p]
             assert [(r["field"], r["target_field"]) for r in renames] == [("is_truncated", "embedding_truncated")]
-            assert b.case.path == f"_ingest/pipeline/{s.index_prefix}-chunks-inference"
+            assert b.case.path == f"_ingest/pipeline/{s.index.prefix}-chunks-inference"
         elif b.asset == "chunks":
             assert not any("inference" in p for p in body["processors"])
         elif b.asset == "chunks-semantic":
-            assert s.vectors is VectorMode.SEMANTIC_TEXT
-            assert b.case.path == f"_ingest/pipeline/{s.index_prefix}-chunks-semantic"
+            assert s.encoder.vectors is VectorMode.SEMANTIC_TEXT
+            assert b.case.path == f"_ingest/pipeline/{s.index.prefix}-chunks-semantic"
             assert not any("inference" in p for p in body["processors"])  # semantic_text embeds, not a processor
             fills = [
                 p["set"]["copy_from"] for p in body["processors"] if p.get("set", {}).get("field") == SEMANTIC_FIELD
@@ -602,7 +604,7 @@ def test_backend_retrieve_sends_the_pure_builders_bodies(
 ) -> None:
     """The search bodies in all_cases() are exactly what ElasticsearchBackend.retrieve sends."""
     settings, flt = Settings(), FILTERS["acl=support"]
-    vec = query_vector(settings.vector_dims) if with_vector else None
+    vec = query_vector(settings.encoder.dims) if with_vector else None
     calls = backend_calls(
         settings,
         lambda b: b.retrieve(QUERY, None if vec is None else np.asarray(vec, dtype=np.float64), flt, settings),

@@ -94,7 +94,7 @@ def test_tie_breaker_adds_other_fields() -> None:
 
 
 def test_settings_validate_bm25_fields_and_tie_breaker() -> None:
-    assert Settings(bm25_fields=["title", "text^1.5"]).bm25_fields == ("title", "text^1.5")
+    assert Settings(bm25_fields=["title", "text^1.5"]).retrieve.bm25_fields == ("title", "text^1.5")
     with pytest.raises(ConfigError, match="bm25_fields"):
         Settings(bm25_fields=("title^x",))
     with pytest.raises(ConfigError, match="bm25_fields"):

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from es_rag.cli import build_parser, connection_kwargs, main
+from es_rag.cli import build_parser, main
+from es_rag.cli.options import connection_kwargs
 from es_rag.settings import Settings
 from tests.double.client import strict_backend
 from tests.double.cluster import Role, StrictCluster
@@ -70,11 +71,15 @@ def test_connection_options_fall_back_to_the_environment(monkeypatch: pytest.Mon
 
 
 def test_timeouts_reach_the_settings() -> None:
-    from es_rag.cli import settings_from_args
+    from es_rag.cli.options import settings_from_args
 
-    args = build_parser().parse_args(["search", "q", "--tenant", "t", "--request-timeout", "5", "--bulk-timeout", "90"])
+    args = build_parser().parse_args(
+        ["ingest", "doc.md", "--tenant", "t", "--request-timeout", "5", "--bulk-timeout", "90"]
+    )
     s = settings_from_args(args)
-    assert (s.request_timeout, s.bulk_timeout) == (5.0, 90.0)
+    assert (s.connection.request_timeout, s.connection.bulk_timeout) == (5.0, 90.0)
+    # search sends no bulk: it has no --bulk-timeout
+    assert main(["search", "q", "--tenant", "t", "--bulk-timeout", "90"]) == 2
 
 
 def _roles() -> dict[str, Role]:
@@ -141,9 +146,9 @@ def test_each_documented_role_is_enough_for_its_use(use: str) -> None:
     from es_rag.pipeline import RagPipeline
     from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
 
-    s = Settings(vector_dims=DIMS, reranker_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
+    s = Settings(vector_dims=DIMS, rerank_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
     need = ROLE_PRIVILEGES[use]
-    names = (f"{s.index_prefix}-*",)
+    names = (f"{s.index.prefix}-*",)
     roles = {
         "admin": Role(cluster=("all",), indices=((("*",), ("all",)),)),
         use: Role(cluster=tuple(need["cluster"]), indices=((names, tuple(need["index"])),)),

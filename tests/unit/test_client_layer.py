@@ -31,7 +31,7 @@ from tests.double.cluster import Role, StrictCluster
 from tests.fakes import rejected_execution_error, rrf_license_error, unauthorized_error
 from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
 
-S = Settings(vector_dims=DIMS, reranker_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
+S = Settings(vector_dims=DIMS, rerank_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_a_lost_registry_write_response_still_retires_and_purges_the_old_version
         )
 
     ingest_documents([doc("v1")], chunker=chunker, embedder=RandomEmbedder(), backend=backend)
-    registry_path = f"{S.index_prefix}-versions/_doc/acme"
+    registry_path = f"{S.index.prefix}-versions/_doc/acme"
     puts: list[int] = []
 
     def apply_then_lose(req: Any) -> Any:
@@ -129,7 +129,7 @@ def test_a_lost_registry_write_response_still_retires_and_purges_the_old_version
     assert listener.retired == [("acme", "guide.md", "v1")]
     cluster.refresh_all()
     assert {d["source_version"] for d in cluster.docs(S.chunk_index).values()} == {"v2"}  # v1 purged
-    assert cluster.docs(f"{S.index_prefix}-versions")["acme"]["hidden"] == []
+    assert cluster.docs(f"{S.index.prefix}-versions")["acme"]["hidden"] == []
 
 
 # ---------------------------------------------------------------------------------------------- counts / fatal
@@ -179,7 +179,7 @@ def test_a_search_only_key_searches_with_client_fusion() -> None:
     _nodes/plugins and the asset GETs, records them, and the search goes the client path (no licence error)."""
     roles = {
         "admin": Role(cluster=("manage",), indices=((("*",), ("all",)),)),
-        "searcher": Role(indices=(((f"{S.index_prefix}-*",), ("read",)),)),
+        "searcher": Role(indices=(((f"{S.index.prefix}-*",), ("read",)),)),
     }
     cluster = StrictCluster(
         version="9.5.0", users={"elastic": ("pw", ("admin",)), "app": ("pw", ("searcher",))}, roles=roles
@@ -271,7 +271,7 @@ def test_conflicting_documents_are_retried_then_kept_hidden_never_forgotten() ->
     cluster._delete_by_query = touch_then_delete  # type: ignore[method-assign]
     out = store.delete_source("acme", "guide.md")
     assert out["conflicts"] == 1 and out["remaining"]["chunks"] >= 1
-    state = cluster.docs(f"{S.index_prefix}-versions")["acme"]
+    state = cluster.docs(f"{S.index.prefix}-versions")["acme"]
     assert "guide.md" not in state["active"] and "guide.md@v2" in state["hidden"]  # the leftover stays hidden
     assert len(node.calls("POST", f"{S.chunk_index}/_delete_by_query")) >= 3  # retried (after a refresh) each time
 
@@ -294,13 +294,13 @@ def test_a_purge_that_conflicts_once_succeeds_on_the_retry() -> None:
     cluster._delete_by_query = conflict_once  # type: ignore[method-assign]
     result = store.purge("acme", [("guide.md", "v2")])
     assert result.clean and result.kept_hidden == [] and len(rounds) == 4  # 2 indices x 2 rounds
-    assert "guide.md@v2" not in cluster.docs(f"{S.index_prefix}-versions")["acme"]["hidden"]
+    assert "guide.md@v2" not in cluster.docs(f"{S.index.prefix}-versions")["acme"]["hidden"]
 
 
 def test_without_the_monitor_privilege_the_delete_runs_in_the_foreground() -> None:
     roles = {
         "admin": Role(cluster=("manage",), indices=((("*",), ("all",)),)),
-        "ingest": Role(indices=(((f"{S.index_prefix}-*",), ("read", "write", "maintenance")),)),
+        "ingest": Role(indices=(((f"{S.index.prefix}-*",), ("read", "write", "maintenance")),)),
     }
     cluster = StrictCluster(users={"elastic": ("pw", ("admin",)), "ing": ("pw", ("ingest",))}, roles=roles)
     strict_backend(S, cluster, setup=True, basic_auth=("elastic", "pw"))

@@ -65,7 +65,7 @@ def test_knn_scores_like_es_cosine() -> None:
 def test_persist_reopen_and_idempotent_upsert(tmp_path) -> None:  # type: ignore[no-untyped-def]
     b = EmbeddedBackend(tmp_path / "idx", dims=4)
     b.index([chunk(0, "alpha"), chunk(1, "beta")], [chunk(9, "parent text")])
-    b.save()
+    b.flush()
     again = EmbeddedBackend(tmp_path / "idx", dims=4)
     assert again.count() == 2
     again.index([chunk(0, "alpha")])  # same chunk_id: replaced, not duplicated
@@ -102,7 +102,7 @@ def test_retrieve_runs_both_channels_with_the_same_filter() -> None:
 def test_dims_mismatch_on_reopen(tmp_path) -> None:  # type: ignore[no-untyped-def]
     b = EmbeddedBackend(tmp_path, dims=4)
     b.index([chunk(0, "a")])
-    b.save()
+    b.flush()
     from es_rag.errors import ConfigError
 
     with pytest.raises(ConfigError, match="4-dim"):

@@ -57,7 +57,7 @@ from tests.fakes import (  # noqa: E402
     unauthorized_error,
 )
 
-SETTINGS = Settings(candidate_k=20, num_candidates=40, rerank_k=10, context_k=5, rank_constant=42, reranker_model=None)
+SETTINGS = Settings(candidate_k=20, num_candidates=40, rerank_k=10, context_k=5, rank_constant=42, rerank_model=None)
 CHUNKS_INDEX = SETTINGS.chunk_index  # es-rag-chunks
 SEARCH = f"/{CHUNKS_INDEX}/_search"
 MSEARCH = f"/{CHUNKS_INDEX}/_msearch"
@@ -237,12 +237,12 @@ def test_decide_native_rrf_table(version: str, ltype: str, status: str, native: 
 
 
 def test_fusion_native_on_basic_raises_config_error_naming_the_reason() -> None:
-    settings = SETTINGS.replace(fusion="native")
+    settings = SETTINGS.replace(fusion_path="native")
     backend, node = backend_on(license_type="basic", settings=settings)
     with pytest.raises(ConfigError) as err:
         backend.fusion_path()
     msg = str(err.value)
-    assert "fusion=native" in msg
+    assert "fusion_path=native" in msg
     assert "basic" in msg and "rrf retriever" in msg  # the probe's reason is in the message
     # retrieve refuses too, before any search is sent
     node.reset()
@@ -252,7 +252,7 @@ def test_fusion_native_on_basic_raises_config_error_naming_the_reason() -> None:
 
 
 def test_fusion_client_setting_never_uses_native_rrf_even_on_trial() -> None:
-    settings = SETTINGS.replace(fusion="client")
+    settings = SETTINGS.replace(fusion_path="client")
     backend, node = backend_on(license_type="trial", settings=settings)
     node.route("POST", MSEARCH, (200, ok_msearch(["a"], ["a"])))
     ret = backend.retrieve("rotate keys", QVEC, FLT, settings)
@@ -695,8 +695,8 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
         f"PUT /{SETTINGS.chunk_index}",
         f"HEAD /{SETTINGS.parent_index}",
         f"PUT /{SETTINGS.parent_index}",
-        f"HEAD /{SETTINGS.index_prefix}-versions",
-        f"PUT /{SETTINGS.index_prefix}-versions",
+        f"HEAD /{SETTINGS.index.prefix}-versions",
+        f"PUT /{SETTINGS.index.prefix}-versions",
     ]
     assert node.lines() == expected
     for sent, req in zip(node.requests[1:], setup_requests(SETTINGS), strict=False):
@@ -705,7 +705,7 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
             assert sent.body["script"]["source"].startswith(f"{{{{! es_rag asset_version {ASSET_VERSION} }}}}\n")
         else:
             assert sent.body["_meta"]["version"] == ASSET_VERSION
-    assert f"PUT /_scripts/{SETTINGS.index_prefix}-hybrid" in expected  # the stored search template
+    assert f"PUT /_scripts/{SETTINGS.index.prefix}-hybrid" in expected  # the stored search template
     assert node.calls("PUT", SETTINGS.chunk_index)[0].body == {}
     assert [r["acknowledged"] for r in results] == [True] * len(results)
     assert len(results) == len(expected) - 7  # one result per index, not per HEAD + PUT; no result for the GETs
@@ -768,7 +768,7 @@ def test_doctor_reports_nothing_missing_when_assets_are_current() -> None:
 
 def test_doctor_reports_stale_and_missing_assets() -> None:
     stale_version = ASSET_VERSION + 1
-    missing = f"_index_template/{SETTINGS.index_prefix}-parents"
+    missing = f"_index_template/{SETTINGS.index.prefix}-parents"
     backend, _ = backend_on(asset_version=stale_version, missing_assets=[missing])
     report = backend.doctor()
     stale = report["assets"]["missing_or_stale"]

@@ -45,7 +45,7 @@ def beir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def settings(tiny_bi_encoder: Path) -> Settings:
     return Settings(
-        embedding_model=str(tiny_bi_encoder), vector_dims=32, reranker_model=None, candidate_k=20,
+        embedding_model=str(tiny_bi_encoder), vector_dims=32, rerank_model=None, candidate_k=20,
         num_candidates=40, rerank_k=8, context_k=3, token_budget=400, analyzer="english",
         bm25_fields=("title", "text"), bm25_tie_breaker=1.0, bm25_k1=0.9, bm25_b=0.4, index_prefix="es-rag-eval",
     )  # fmt: skip
@@ -55,7 +55,7 @@ def _fake_cluster(settings: Settings, mirror: Any, *, installed: Settings | None
     """A 9.x trial cluster whose searches are answered by ``mirror`` (an EvalIndex of the same corpus)."""
     client, node = make_client()
     node.routes(cluster_routes(settings))
-    p = settings.index_prefix
+    p = settings.index.prefix
     registry: dict[str, Any] = {"doc": None, "seq": 0}
     chunks = {c.chunk_id: c for c in mirror.chunks}
     flt = SearchFilter(EVAL_TENANT)
@@ -175,13 +175,13 @@ def test_cli_eval_es_uses_its_own_prefix_and_refuses_ablate(
     monkeypatch.setattr(es_rag.evaluation.run, "evaluate", fake_evaluate)
     with pytest.raises(Stop):
         main(["eval", "--dataset", str(beir), "--es", "http://localhost:9200"])
-    assert seen["settings"].index_prefix == "es-rag-eval"
+    assert seen["settings"].index.prefix == "es-rag-eval"
     assert (
-        seen["es_backend"].url == "http://localhost:9200" and seen["es_backend"].settings.index_prefix == "es-rag-eval"
+        seen["es_backend"].url == "http://localhost:9200" and seen["es_backend"].settings.index.prefix == "es-rag-eval"
     )
     with pytest.raises(Stop):
         main(["eval", "--dataset", str(beir), "--es", "http://x:9200", "--index-prefix", "bench-scifact"])
-    assert seen["settings"].index_prefix == "bench-scifact"
+    assert seen["settings"].index.prefix == "bench-scifact"
 
     assert main(["eval", "--dataset", str(beir), "--es", "http://localhost:9200", "--ablate"]) != 0
     assert "--ablate runs on the embedded backend only" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def beir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def settings(tiny_bi_encoder: Path, tiny_cross_encoder: Path) -> Settings:
     return Settings(
-        embedding_model=str(tiny_bi_encoder), vector_dims=32, reranker_model=str(tiny_cross_encoder),
+        embedding_model=str(tiny_bi_encoder), vector_dims=32, rerank_model=str(tiny_cross_encoder),
         candidate_k=20, num_candidates=40, rerank_k=8, context_k=3, token_budget=400, analyzer="english",
     )  # fmt: skip
 
@@ -106,8 +106,8 @@ def test_evaluate_scores_every_stage_and_records_trace(beir: Path, settings: Set
     first = rows[0]
     assert set(first["versions"]) >= {"source_version", "chunker_version", "embedding_version", "sparse_index_version"}
     assert set(first["channels"]) == {"bm25", "dense"} and first["fused"][0]["rank"] == 1
-    assert len(first["reranker_scores"]) == settings.rerank_k
-    assert 0 < len(first["selected"]) <= settings.context_k
+    assert len(first["reranker_scores"]) == settings.rerank.k
+    assert 0 < len(first["selected"]) <= settings.select.context_k
     assert any("context_k" in e["reason"] or "cap" in e["reason"] for e in first["excluded"])
     # The per-stage numbers are reproducible from the records alone (no hidden state).
     _, _, qrels = load_beir(beir, "test")
@@ -121,7 +121,7 @@ def test_evaluate_scores_every_stage_and_records_trace(beir: Path, settings: Set
 
 def test_missing_reranker_is_reported_not_faked(beir: Path, settings: Settings, tmp_path: Path) -> None:
     result = evaluate(
-        beir, settings=settings.replace(reranker_model=str(tmp_path / "nope")), cache_dir=tmp_path, depth=20
+        beir, settings=settings.replace(rerank_model=str(tmp_path / "nope")), cache_dir=tmp_path, depth=20
     )
     assert result["stages"]["rerank"] is None
     assert "unavailable" in result["paths"]["rerank"]
@@ -130,7 +130,7 @@ def test_missing_reranker_is_reported_not_faked(beir: Path, settings: Settings, 
 def test_ablation_changes_one_setting_and_reports_deltas(beir: Path, settings: Settings, tmp_path: Path) -> None:
     out = ablate(
         beir,
-        settings=settings.replace(reranker_model=None),
+        settings=settings.replace(rerank_model=None),
         variants={"analyzer=standard": {"analyzer": "standard"}, "context_k=5": {"context_k": 5}},
         cache_dir=tmp_path,
         depth=20,
@@ -149,7 +149,7 @@ def test_ablation_changes_one_setting_and_reports_deltas(beir: Path, settings: S
 def test_report_writes_markdown_and_plots(beir: Path, settings: Settings, tmp_path: Path) -> None:
     from es_rag.evaluation.report import write_report
 
-    result = evaluate(beir, settings=settings.replace(reranker_model=None), cache_dir=tmp_path, depth=20)
+    result = evaluate(beir, settings=settings.replace(rerank_model=None), cache_dir=tmp_path, depth=20)
     md = write_report(result, tmp_path / "report")
     text = md.read_text()
     assert "| bm25 |" in text and "not run" in text and "## Latency per stage" in text
@@ -182,10 +182,14 @@ def test_bm25_protocols_are_the_published_setups() -> None:
 
     base = Settings(rerank_k=10)
     multi = apply_bm25_protocol(base, "beir-multifield")
-    assert (multi.analyzer.value, multi.bm25_fields, multi.bm25_tie_breaker) == ("english", ("title", "text"), 1.0)
-    assert (multi.bm25_k1, multi.bm25_b, multi.rerank_k) == (0.9, 0.4, 10)
+    assert (multi.index.analyzer.value, multi.retrieve.bm25_fields, multi.retrieve.bm25_tie_breaker) == (
+        "english",
+        ("title", "text"),
+        1.0,
+    )
+    assert (multi.index.bm25_k1, multi.index.bm25_b, multi.rerank.k) == (0.9, 0.4, 10)
     es = apply_bm25_protocol(base, "beir-es")
-    assert (es.bm25_tie_breaker, es.bm25_k1, es.bm25_b) == (0.5, 1.2, 0.75)
+    assert (es.retrieve.bm25_tie_breaker, es.index.bm25_k1, es.index.bm25_b) == (0.5, 1.2, 0.75)
     assert apply_bm25_protocol(base, "settings") is base
     with pytest.raises(ConfigError, match="beir-multifield, beir-es, settings"):
         apply_bm25_protocol(base, "okapi")
@@ -208,7 +212,7 @@ def test_default_ablations_are_relative_to_the_base() -> None:
         ([], ("english", ("title", "text"), 1.0, 0.9, 0.4)),
         (["--bm25-protocol", "beir-es"], ("english", ("title", "text"), 0.5, 1.2, 0.75)),
         (["--bm25-protocol", "settings"], ("standard", ("title^2", "heading_path^1.5", "text"), 0.0, 1.2, 0.75)),
-        (["--tie-breaker", "0.3", "--analyzer", "standard"], ("standard", ("title", "text"), 0.3, 0.9, 0.4)),
+        (["--bm25-tie-breaker", "0.3", "--analyzer", "standard"], ("standard", ("title", "text"), 0.3, 0.9, 0.4)),
         (
             ["--bm25-protocol", "beir-es", "--bm25-k1", "2.0", "--bm25-fields", "text"],
             ("english", ("text",), 0.5, 2.0, 0.75),
@@ -216,10 +220,16 @@ def test_default_ablations_are_relative_to_the_base() -> None:
     ],
 )
 def test_cli_bm25_protocol_fills_only_the_options_not_given(argv: list[str], expected: tuple) -> None:  # type: ignore[type-arg]
-    from es_rag.cli import _bm25_overrides, build_parser, settings_from_args
+    from es_rag.cli import build_parser
+    from es_rag.cli.options import bm25_preset, settings_from_args
 
     for command in (["eval", "--dataset", "x"], ["train-reranker", "--dataset", "x", "--out", "y"]):
         args = build_parser().parse_args([*command, *argv])
-        bm25 = _bm25_overrides(args)
-        s = settings_from_args(args, **bm25)
-        assert (s.analyzer.value, s.bm25_fields, s.bm25_tie_breaker, s.bm25_k1, s.bm25_b) == expected
+        s = settings_from_args(args, presets=[bm25_preset(args)])
+        assert (
+            s.index.analyzer.value,
+            s.retrieve.bm25_fields,
+            s.retrieve.bm25_tie_breaker,
+            s.index.bm25_k1,
+            s.index.bm25_b,
+        ) == expected

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from es_rag.errors import ConfigError
 from es_rag.filters import SearchFilter
-from es_rag.settings import FusionMode, Settings
+from es_rag.settings import FusionPath, Settings
 
 
 def test_clauses() -> None:
@@ -66,7 +66,7 @@ def test_embedded_predicate_equals_es_clauses(doc, tenant, groups, meta) -> None
 
 def test_settings_validation_lists_valid_values() -> None:
     with pytest.raises(ConfigError, match="valid values: auto, native, client"):
-        Settings(fusion="bogus")  # type: ignore[arg-type]
+        Settings(fusion_path="bogus")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="context_k <= rerank_k <= candidate_k"):
         Settings(candidate_k=10, rerank_k=20)
     with pytest.raises(ConfigError, match="num_candidates"):
@@ -75,7 +75,7 @@ def test_settings_validation_lists_valid_values() -> None:
         Settings(index_prefix="Bad Prefix")
     with pytest.raises(ConfigError, match="unknown setting"):
         Settings().replace(nope=1)
-    assert Settings(fusion="client").fusion is FusionMode.CLIENT
+    assert Settings(fusion_path="client").fusion.path is FusionPath.CLIENT
     s = Settings(index_prefix="kb")
     assert (s.chunk_index, s.parent_index, s.pipeline_id) == ("kb-chunks", "kb-parents", "kb-chunks")
     assert Settings(inference_id="e5").pipeline_id == "es-rag-chunks-inference"

@@ -125,7 +125,7 @@ def test_content_hash_byte_layout_matches_elasticsearch_test_vectors() -> None:
 
 # ---------------------------------------------------------------------------------------------- finding 4
 def _switching_cluster() -> tuple[Any, Any, StrictCluster, Settings]:
-    s = Settings(vector_dims=DIMS, reranker_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
+    s = Settings(vector_dims=DIMS, rerank_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
     backend, node, cluster = strict_backend(s, _cluster(), setup=True)
     return backend, node, cluster, s
 
@@ -167,7 +167,7 @@ def test_terms_lookup_per_clause_could_serve_two_versions_in_one_search() -> Non
     cluster.before_lookup.append(switch_between_lookups)
     lookup_flt = SearchFilter("acme").with_versions(VersionGate("acme", index=registry_index(s)))
     vec = RandomEmbedder().embed_query("sync engine retries")
-    ret = backend.retrieve("sync engine retries", vec, lookup_flt, s.replace(fusion="client"))
+    ret = backend.retrieve("sync engine retries", vec, lookup_flt, s.replace(fusion_path="client"))
     versions = {name: {h.source_version for h in hits} for name, hits in ret.channels.items()}
     assert lookups == ["acme", "acme"]
     assert versions == {"bm25": {"v1"}, "dense": {"v2"}}  # two versions served by one search
@@ -183,7 +183,7 @@ def test_a_search_reads_the_registry_once_and_inlines_it_everywhere() -> None:
     node.reset()
     lookups_before = cluster.lookups
     pipe = RagPipeline(
-        backend, embedder=RandomEmbedder(), settings=s.replace(expansion="neighbors"), tokenizer=WordTokenizer()
+        backend, embedder=RandomEmbedder(), settings=s.replace(expand_mode="neighbors"), tokenizer=WordTokenizer()
     )
     result = pipe.search("sync engine retries wipe", SearchFilter("acme"))
     assert {h.source_version for h in result.candidates} == {"v2"}
@@ -202,7 +202,7 @@ def test_index_options_are_explicit_so_9_1_does_not_pick_bbq() -> None:
     assert mapping[s.chunk_index]["mappings"]["properties"]["vector"]["index_options"] == {"type": "hnsw"}
     bbq = Settings(vector_index_type="bbq_hnsw")
     (component,) = [
-        r for r in setup_requests(bbq) if r.path.endswith(f"{bbq.index_prefix}-chunks") and "component" in r.path
+        r for r in setup_requests(bbq) if r.path.endswith(f"{bbq.index.prefix}-chunks") and "component" in r.path
     ]
     assert component.body["template"]["mappings"]["properties"]["vector"]["index_options"] == {
         "type": "bbq_hnsw",
@@ -266,6 +266,6 @@ def test_request_of_setup_paths_are_all_rendered() -> None:
     """Sanity: the requests a strict node accepted are exactly what ``setup --dry-run`` prints."""
     s = MODES["client"]
     _, node, _ = strict_backend(s, _cluster(), setup=True)
-    puts = [r.line for r in node.requests if r.method == "PUT" and not r.path.startswith(f"/{s.index_prefix}")]
+    puts = [r.line for r in node.requests if r.method == "PUT" and not r.path.startswith(f"/{s.index.prefix}")]
     assert puts == [f"PUT /{r.path}" for r in setup_requests(s)]
     assert isinstance(EsRequest("GET", "x"), EsRequest)

@@ -60,7 +60,7 @@ def test_reingest_switches_version_and_persists(tmp_path: Path, embedder) -> Non
     )
     assert r1.switched == [{"tenant_id": "acme", "source_id": "guide", "version": "v1", "retired": ""}]
     assert _versions_served(backend) == {"v1"}
-    backend.save()
+    backend.flush()
 
     reopened = EmbeddedBackend(tmp_path, dims=embedder.dims)
     assert _versions_served(reopened) == {"v1"}
@@ -139,7 +139,7 @@ def test_delete_source_removes_all_lineage(tmp_path: Path, embedder, capsys) -> 
     assert listener.events == [("deleted", "acme", "guide")]
     assert "guide" not in backend.versions["acme"]["active"]
     assert backend.count(SearchFilter("acme")) == 1
-    backend.save()
+    backend.flush()
     rc = main(["delete-source", "keep", "--tenant", "acme", "--index-dir", str(tmp_path), "--json"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)

@@ -67,7 +67,7 @@ def beir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def settings(tiny_bi_encoder: Path) -> Settings:
     return Settings(
-        embedding_model=str(tiny_bi_encoder), vector_dims=32, reranker_model=None,
+        embedding_model=str(tiny_bi_encoder), vector_dims=32, rerank_model=None,
         candidate_k=20, num_candidates=40, rerank_k=8, context_k=3, token_budget=400, analyzer="english",
     )  # fmt: skip
 
@@ -240,7 +240,7 @@ def test_ladder_with_reranker_measures_rank_change_and_latency(
 ) -> None:
     out = ladder(
         beir,
-        settings=settings.replace(reranker_model=str(tiny_cross_encoder)),
+        settings=settings.replace(rerank_model=str(tiny_cross_encoder)),
         cache_dir=cache,
         depth=20,
         short_tokens=16,
@@ -267,7 +267,7 @@ def test_cli_eval_unit_and_ablate_ladder(
     assert build_parser().parse_args(["eval", "--dataset", "x"]).ablate is None
     common = [
         "eval", "--dataset", str(beir), "--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32",
-        "--reranker", "none", "--index-dir", str(cache), "--depth", "20", "--analyzer", "english",
+        "--rerank-model", "none", "--index-dir", str(cache), "--depth", "20", "--analyzer", "english",
     ]  # fmt: skip
     assert main([*common, "--unit", "fixed", "--chunk-max-tokens", "24", "--chunk-overlap", "4", "--json"]) == 0
     single = json.loads(capsys.readouterr().out)

@@ -63,7 +63,7 @@ def test_linear_body_carries_weights_and_normalizer() -> None:
     lin = native_rrf_body("reset password", VEC, FLT, s)["retriever"]["linear"]
     assert [e["weight"] for e in lin["retrievers"]] == [1.0, 2.0]
     assert {e["normalizer"] for e in lin["retrievers"]} == {"minmax"}
-    assert lin["rank_window_size"] == s.candidate_k
+    assert lin["rank_window_size"] == s.retrieve.candidate_k
 
 
 def test_msearch_has_one_search_per_channel() -> None:

@@ -166,7 +166,7 @@ def _pipeline(settings: Settings, reranker: CrossEncoderReranker, tokenizer: Any
     return RagPipeline(_backend(), embedder=Embedder(), settings=settings, tokenizer=tokenizer, reranker=reranker)
 
 
-SETTINGS = Settings(vector_dims=3, candidate_k=4, num_candidates=4, rerank_k=4, context_k=3, reranker_model="x")
+SETTINGS = Settings(vector_dims=3, candidate_k=4, num_candidates=4, rerank_k=4, context_k=3, rerank_model="x")
 
 
 class SlowReranker(CrossEncoderReranker):

@@ -42,7 +42,7 @@ SEM = Settings(
     num_candidates=40,
     rerank_k=10,
     context_k=5,
-    reranker_model=None,
+    rerank_model=None,
 )
 FLT = SearchFilter("acme", ("eng",))
 FLT_CLAUSES = [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["eng", "public"]}}]
@@ -55,12 +55,12 @@ MSEARCH = f"/{SEM.chunk_index}/_msearch"
 # settings
 # =============================================================================================
 def test_vector_mode_resolution() -> None:
-    assert Settings().vectors is VectorMode.CLIENT
-    assert Settings(inference_id="e5").vectors is VectorMode.INFERENCE
-    assert Settings(inference_id="e5", vector_mode="semantic_text").vectors is VectorMode.SEMANTIC_TEXT
-    assert Settings(inference_id="e5", vector_mode="INFERENCE").vectors is VectorMode.INFERENCE
+    assert Settings().encoder.vectors is VectorMode.CLIENT
+    assert Settings(inference_id="e5").encoder.vectors is VectorMode.INFERENCE
+    assert Settings(inference_id="e5", vector_mode="semantic_text").encoder.vectors is VectorMode.SEMANTIC_TEXT
+    assert Settings(inference_id="e5", vector_mode="INFERENCE").encoder.vectors is VectorMode.INFERENCE
     # replace keeps an unset mode derived from inference_id
-    assert Settings().replace(inference_id="e5").vectors is VectorMode.INFERENCE
+    assert Settings().replace(inference_id="e5").encoder.vectors is VectorMode.INFERENCE
     assert Settings(inference_id="e5", vector_mode="semantic_text").pipeline_id == "es-rag-chunks-semantic"
     assert Settings(inference_id="e5").pipeline_id == "es-rag-chunks-inference"
 
@@ -87,12 +87,16 @@ def test_vector_settings_are_validated(kwargs: dict[str, Any], message: str) -> 
 
 
 def test_chunking_settings_bodies() -> None:
-    assert SEM.semantic_chunking_settings() == {"strategy": "sentence", "max_chunk_size": 250, "sentence_overlap": 1}
+    assert SEM.encoder.semantic_chunking_settings() == {
+        "strategy": "sentence",
+        "max_chunk_size": 250,
+        "sentence_overlap": 1,
+    }
     word = SEM.replace(semantic_chunking="word", semantic_max_chunk_size=100, semantic_overlap=50)
-    assert word.semantic_chunking_settings() == {"strategy": "word", "max_chunk_size": 100, "overlap": 50}
+    assert word.encoder.semantic_chunking_settings() == {"strategy": "word", "max_chunk_size": 100, "overlap": 50}
     # NoneChunkingSettings accepts `strategy` only (any other key is rejected by Elasticsearch)
-    assert SEM.replace(semantic_chunking="none").semantic_chunking_settings() == {"strategy": "none"}
-    assert SEM.replace(semantic_chunking=None).semantic_chunking_settings() is None
+    assert SEM.replace(semantic_chunking="none").encoder.semantic_chunking_settings() == {"strategy": "none"}
+    assert SEM.replace(semantic_chunking="endpoint").encoder.semantic_chunking_settings() is None
 
 
 # =============================================================================================
@@ -113,7 +117,7 @@ def test_semantic_mapping_replaces_the_vector_field() -> None:
         "inference_id": E5,
         "chunking_settings": {"strategy": "sentence", "max_chunk_size": 250, "sentence_overlap": 1},
     }
-    assert _mapping(SEM.replace(semantic_chunking=None))[SEMANTIC_FIELD] == {
+    assert _mapping(SEM.replace(semantic_chunking="endpoint"))[SEMANTIC_FIELD] == {
         "type": "semantic_text",
         "inference_id": E5,
     }
@@ -128,7 +132,7 @@ def test_setup_installs_the_pipeline_of_the_mode() -> None:
         (Settings(analyzer="standard", inference_id=E5), "chunks-inference"),
         (SEM, "chunks-semantic"),
     ):
-        assert CHUNK_PIPELINE_ASSET[settings.vectors] == asset
+        assert CHUNK_PIPELINE_ASSET[settings.encoder.vectors] == asset
         (pipeline,) = [r for r in setup_requests(settings) if r.path == f"_ingest/pipeline/{settings.pipeline_id}"]
         assert pipeline.body == render_asset("ingest_pipelines", asset, settings)
         index_tpl = next(r for r in setup_requests(settings) if r.path == f"_index_template/{settings.chunk_index}")

@@ -30,9 +30,9 @@ from es_rag.errors import ConfigError  # noqa: E402
 from es_rag.settings import Analyzer, Settings  # noqa: E402
 from tests.fakes import FakeNode, acknowledged, cluster_routes, index_created, make_backend  # noqa: E402
 
-AUTO = Settings(analyzer="auto", reranker_model=None)
+AUTO = Settings(analyzer="auto", rerank_model=None)
 KUROMOJI = ["analysis-icu", "analysis-kuromoji"]
-SCRIPT = f"_scripts/{AUTO.index_prefix}-hybrid"
+SCRIPT = f"_scripts/{AUTO.index.prefix}-hybrid"
 
 
 # ------------------------------------------------------------------------------ the rule
@@ -65,7 +65,7 @@ def test_auto_rule(plugins: list[str] | None, language: str | None, expected: An
 def test_a_concrete_analyzer_is_kept_whatever_the_cluster() -> None:
     choice = resolve_analyzer(Analyzer.KUROMOJI, plugins=[], language="en")
     assert choice.analyzer is Analyzer.KUROMOJI and "as configured" in choice.reason
-    assert resolved_settings(Settings(analyzer="cjk"), plugins=KUROMOJI).analyzer is Analyzer.CJK
+    assert resolved_settings(Settings(analyzer="cjk"), plugins=KUROMOJI).index.analyzer is Analyzer.CJK
 
 
 def test_a_bad_language_is_a_config_error() -> None:
@@ -98,16 +98,16 @@ def _setup_backend(plugins: list[str], settings: Settings = AUTO) -> tuple[Elast
     backend, node = make_backend(settings, cluster_routes(settings, plugins=plugins))
     for path in setup_paths(settings):
         node.route("PUT", path.replace(".", r"\."), (200, acknowledged()))
-    for index in (settings.chunk_index, settings.parent_index, f"{settings.index_prefix}-versions"):
+    for index in (settings.chunk_index, settings.parent_index, f"{settings.index.prefix}-versions"):
         node.route("HEAD", index, (404, None))
         node.route("PUT", index, (200, index_created(index)))
     return backend, node
 
 
 def _installed_text_analyzer(node: FakeNode, settings: Settings = AUTO) -> str:
-    (put,) = node.calls("PUT", f"_component_template/{settings.index_prefix}-chunks")
+    (put,) = node.calls("PUT", f"_component_template/{settings.index.prefix}-chunks")
     analyzer: str = put.body["template"]["settings"]["index"]["analysis"]["analyzer"]["es_rag_text"]["type"]
-    (parents,) = node.calls("PUT", f"_component_template/{settings.index_prefix}-parents")
+    (parents,) = node.calls("PUT", f"_component_template/{settings.index.prefix}-parents")
     assert parents.body["template"]["settings"] == put.body["template"]["settings"]
     return analyzer
 
@@ -117,8 +117,8 @@ def _installed_text_analyzer(node: FakeNode, settings: Settings = AUTO) -> str:
     [(KUROMOJI, None, "kuromoji"), ([], None, "standard"), ([], "ja", "cjk"), (KUROMOJI, "en", "standard")],
 )
 def test_setup_resolves_auto_from_the_probed_plugins(plugins: list[str], language: str | None, expected: str) -> None:
-    backend, node = _setup_backend(plugins)
-    results = backend.setup(language=language)
+    backend, node = _setup_backend(plugins, AUTO.replace(language=language))
+    results = backend.setup()
     assert node.calls("GET", "_nodes/plugins"), "auto needs the probe"
     assert _installed_text_analyzer(node) == expected
     assert {"request": f"PUT {SCRIPT}", "acknowledged": True} in results
@@ -127,7 +127,7 @@ def test_setup_resolves_auto_from_the_probed_plugins(plugins: list[str], languag
 
 
 def test_setup_with_a_concrete_analyzer_does_not_probe() -> None:
-    settings = Settings(analyzer="english", reranker_model=None)
+    settings = Settings(analyzer="english", rerank_model=None)
     backend, node = _setup_backend(KUROMOJI, settings)
     backend.setup()
     # no probe (GET /, _license, _nodes/plugins, ...): only setup's own preflight and obsolete-component reads
@@ -157,8 +157,9 @@ def test_doctor_reports_kuromoji_and_the_installed_analyzer_per_text_field() -> 
 
 def test_doctor_without_kuromoji_resolves_auto_to_standard_and_flags_a_mismatch() -> None:
     # installed with cjk (e.g. an earlier `setup --language ja`), now probed for an English corpus
-    backend, _ = make_backend(AUTO, cluster_routes(Settings(analyzer="cjk", reranker_model=None), plugins=[]))
-    analysis = backend.doctor(language="en")["analysis"]
+    english = AUTO.replace(language="en")
+    backend, _ = make_backend(english, cluster_routes(Settings(analyzer="cjk", rerank_model=None), plugins=[]))
+    analysis = backend.doctor()["analysis"]
     assert analysis["kuromoji_plugin"] == "not installed"
     assert analysis["configured"] == "standard"
     assert analysis["installed"]["chunks"]["text"] == "cjk (es_rag_text)"
@@ -166,7 +167,7 @@ def test_doctor_without_kuromoji_resolves_auto_to_standard_and_flags_a_mismatch(
 
 
 def test_doctor_reports_the_stored_search_template_present_current_or_missing() -> None:
-    settings = Settings(reranker_model=None)
+    settings = Settings(rerank_model=None)
     backend, _ = make_backend(settings, cluster_routes(settings))
     report = backend.doctor()
     assert report["cluster"]["installed_assets"][SCRIPT] == ASSET_VERSION
@@ -178,7 +179,7 @@ def test_doctor_reports_the_stored_search_template_present_current_or_missing() 
 
 
 def test_doctor_without_installed_assets_says_so() -> None:
-    settings = Settings(reranker_model=None)
+    settings = Settings(rerank_model=None)
     backend, _ = make_backend(settings, cluster_routes(settings, missing_assets=setup_paths(settings)))
     analysis = backend.doctor()["analysis"]
     assert analysis["installed"] == {} and "run es-rag setup" in analysis["check"]
@@ -241,13 +242,14 @@ def test_cli_doctor_prints_the_analysis_section(fake_cluster: Any, capsys: pytes
 
 
 def test_cli_other_commands_resolve_auto_without_a_cluster(tmp_path: Path) -> None:
-    from es_rag.cli import build_parser, settings_from_args
+    from es_rag.cli import build_parser
+    from es_rag.cli.options import settings_from_args
 
     args = build_parser().parse_args(["search", "q", "--tenant", "t", "--analyzer", "auto", "--language", "ja"])
-    assert settings_from_args(args).analyzer is Analyzer.CJK
+    assert settings_from_args(args).index.analyzer is Analyzer.CJK
     args = build_parser().parse_args(["search", "q", "--tenant", "t", "--analyzer", "auto"])
-    assert settings_from_args(args).analyzer is Analyzer.STANDARD
-    assert settings_from_args(args, keep_auto_analyzer=True).analyzer is Analyzer.AUTO
+    assert settings_from_args(args).index.analyzer is Analyzer.STANDARD
+    assert settings_from_args(args, resolve=False).index.analyzer is Analyzer.AUTO
 
 
 def test_bm25_k1_and_b_become_the_index_default_similarity() -> None:

@@ -1,0 +1,35 @@
+"""One module per ``es-rag`` command: ``register(subparsers)`` adds its parser with only its own options,
+``run(args)`` runs it and returns the exit code."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from es_rag.cli.commands import (
+    chunk,
+    delete_source,
+    demo,
+    doctor,
+    eval,
+    explain,
+    ingest,
+    search,
+    selftest,
+    setup,
+    train_reranker,
+)
+
+COMMANDS: dict[str, ModuleType] = {
+    "demo": demo,
+    "ingest": ingest,
+    "search": search,
+    "explain": explain,
+    "setup": setup,
+    "selftest": selftest,
+    "doctor": doctor,
+    "chunk": chunk,
+    "delete-source": delete_source,
+    "eval": eval,
+    "train-reranker": train_reranker,
+}
+"""Command name -> module, in the order ``es-rag --help`` lists them."""

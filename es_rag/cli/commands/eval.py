@@ -1,0 +1,185 @@
+"""``es-rag eval``: per-stage retrieval metrics on a BEIR-layout dataset, with ablations and the ladder."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from es_rag.cli.options import (
+    POST_RETRIEVAL,
+    add_bm25_protocol,
+    add_json,
+    add_mmr_preset,
+    add_settings,
+    add_target,
+    bm25_preset,
+    connect,
+    given_settings,
+    mmr_preset,
+    settings_from_args,
+    uses_cluster,
+)
+from es_rag.cli.render import print_json, progress
+from es_rag.errors import ConfigError
+
+HELP = "per-stage retrieval metrics on a BEIR-layout dataset"
+EVAL_ES_PREFIX = "es-rag-eval"
+"""Index prefix ``eval --es`` uses unless ``--index-prefix`` is given."""
+SCOPE = {
+    "index": None,
+    "encoder": ("model", "dims", "inference_id", "vector_mode"),
+    "chunking": None,
+    "retrieve": None,
+    "fusion": None,
+    **{g: None for g in POST_RETRIEVAL},
+    "connection": None,
+}
+
+
+def register(sub: Any) -> None:
+    """Add the ``eval`` parser.
+
+    Args:
+        sub: The subparsers of ``es-rag``.
+    """
+    p = sub.add_parser("eval", help=HELP, description=HELP)
+    p.add_argument(
+        "--dataset", required=True, metavar="DIR", help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv"
+    )
+    p.add_argument("--split", default="test", help="qrels split to evaluate (%(default)s)")
+    p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries")
+    p.add_argument("--depth", type=int, default=200, help="candidates per channel = RRF window in eval (%(default)s)")
+    p.add_argument(
+        "--unit",
+        choices=["document", "fixed", "recursive", "structure"],
+        default="document",
+        help="retrieval unit: document = one unit per corpus document (BEIR protocol); fixed / recursive / "
+        "structure = each document cut by that es_rag chunker into chunks of --chunk-max-tokens tokens with "
+        "--chunk-overlap, each embedded as title + chunk, a document scored at its best chunk's rank (%(default)s)",
+    )
+    add_json(p, "print the result (and any ablation table) as JSON")
+    p.add_argument("--records", metavar="FILE", default=None, help="write one run record per query (JSON Lines)")
+    p.add_argument("--report", metavar="DIR", default=None, help="write report.md, result.json and PNG plots here")
+    p.add_argument(
+        "--ablate",
+        nargs="?",
+        const="one-change",
+        choices=["one-change", "ladder"],
+        default=None,
+        help="also run an ablation: one-change (the default when the flag has no value) = base settings, then "
+        "one setting changed at a time; ladder = the 8 cumulative steps (fixed chunks, chunk length, overlap, "
+        "structure-aware splitter, + BM25, + fusion, + reranker, + context selection), printed with deltas; both "
+        "choose their own units (a chunked --unit is refused) and ladder refuses --records",
+    )
+    add_bm25_protocol(p)
+    g = p.add_argument_group("ladder (--ablate ladder)")
+    g.add_argument(
+        "--ladder-short-tokens", type=int, default=128, help="step 1: fixed chunk length, no overlap (%(default)s)"
+    )
+    g.add_argument(
+        "--ladder-long-tokens",
+        type=int,
+        default=256,
+        help="step 2 onwards: chunk length; clipped to the embedding model's input limit (%(default)s)",
+    )
+    g.add_argument("--ladder-overlap", type=int, default=32, help="step 3 onwards: overlap in tokens (%(default)s)")
+    g.add_argument(
+        "--ladder-structure",
+        choices=["recursive", "structure"],
+        default="recursive",
+        help="step 4: structure-aware splitter replacing fixed windows; recursive keeps the overlap as trailing "
+        "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
+    )
+    add_target(
+        p,
+        es_help="evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version "
+        f"registry; index prefix {EVAL_ES_PREFIX} unless --index-prefix is given); default: embedded",
+        index_dir_help="persist the embedded index and the embedding cache here",
+    )
+    sections = add_settings(p, SCOPE)
+    add_mmr_preset(sections["select"])
+
+
+def eval_settings(args: argparse.Namespace) -> Any:
+    """The settings of an eval run: defaults, ``--bm25-protocol``, ``--mmr-preset``, then the flags given; on a
+    cluster the index prefix is :data:`EVAL_ES_PREFIX` unless ``--index-prefix`` is given.
+
+    Args:
+        args: Parsed arguments.
+    """
+    overrides: dict[str, Any] = {}
+    if uses_cluster(args) and "index_prefix" not in given_settings(args):
+        overrides["index_prefix"] = EVAL_ES_PREFIX  # never write a benchmark corpus into the product's indices
+    return settings_from_args(args, presets=[bm25_preset(args), mmr_preset(args)], **overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``eval``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.evaluation.ladder import format_ladder, ladder
+    from es_rag.evaluation.run import ChunkUnit, ablate, evaluate, format_ablation, format_report
+
+    settings = eval_settings(args)
+    common: dict[str, Any] = dict(
+        split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
+    )
+    unit = ChunkUnit(args.unit, settings.chunking.max_tokens, settings.chunking.overlap)
+    if args.ablate and unit.chunked:
+        raise ConfigError(
+            f"--unit {args.unit} with --ablate {args.ablate}: the ablations choose their own units "
+            "(one-change runs whole documents, ladder its chunk steps); drop --unit"
+        )
+    if args.ablate and uses_cluster(args):
+        raise ConfigError(
+            "--ablate runs on the embedded backend only (an analyzer, BM25 or chunking change needs a new "
+            "Elasticsearch index per variant); run `eval --es` once per set-up with its own --index-prefix"
+        )
+    if args.ablate == "ladder" and args.records:
+        raise ConfigError("--records with --ablate ladder: run records are written per run; drop one of them")
+    ablation: dict[str, Any] | None = None
+    steps: dict[str, Any] | None = None
+    if args.ablate == "ladder":
+        steps = ladder(
+            args.dataset,
+            progress=progress(),
+            short_tokens=args.ladder_short_tokens,
+            long_tokens=args.ladder_long_tokens,
+            overlap=args.ladder_overlap,
+            structure=args.ladder_structure,
+            **common,
+        )
+        result = steps["results"]["4"]
+    elif args.ablate:
+        ablation = ablate(args.dataset, progress=progress(), **common)
+        result = ablation["results"]["base"]
+    else:
+        es_backend = connect(args, settings) if uses_cluster(args) else None
+        result = evaluate(
+            args.dataset, progress=progress(), records_path=args.records, unit=unit, es_backend=es_backend, **common
+        )
+    if args.report:
+        from es_rag.evaluation.report import write_report
+
+        result["report"] = str(write_report(result, args.report, ablation=ablation, ladder=steps))
+    if args.json:
+        out = dict(result)
+        if ablation is not None:
+            out["ablation"] = ablation["table"]
+        if steps is not None:
+            out["ladder"] = {k: v for k, v in steps.items() if k != "results"}
+            out["ladder_runs"] = steps["results"]
+        print_json(out)
+    else:
+        print(format_report(result))
+        if ablation is not None:
+            print("\nablations (one change each; delta vs base):")
+            print(format_ablation(ablation["table"]))
+        if steps is not None:
+            print("\nladder (one change per step; delta vs the previous step, or the step named by 'vs'):")
+            print(format_ladder(steps["table"]))
+            for note in steps["notes"]:
+                print(f"note: {note}")
+    return 0

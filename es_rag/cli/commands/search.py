@@ -1,0 +1,72 @@
+"""``es-rag search``: hybrid retrieval, rerank, selection and the packed context for one query."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from es_rag.cli.options import (
+    DEFAULT_INDEX_DIR,
+    SEARCH_SCOPE,
+    acl_groups,
+    add_json,
+    add_mmr_preset,
+    add_principal,
+    add_settings,
+    add_target,
+    connection_kwargs,
+    mmr_preset,
+    settings_from_args,
+    uses_cluster,
+)
+from es_rag.cli.render import print_json, print_result
+from es_rag.errors import EsRagError
+
+HELP = "hybrid search + rerank + selection + packed context"
+
+
+def register(sub: Any) -> None:
+    """Add the ``search`` parser.
+
+    Args:
+        sub: The subparsers of ``es-rag``.
+    """
+    p = sub.add_parser("search", help=HELP, description=HELP)
+    p.add_argument("query")
+    add_json(p, "print hits, context and trace as JSON")
+    add_principal(p)
+    add_target(p)
+    sections = add_settings(p, SEARCH_SCOPE)
+    add_mmr_preset(sections["select"])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``search``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.filters import SearchFilter
+    from es_rag.wiring import build_backend, build_embedder, build_pipeline
+
+    settings = settings_from_args(args, presets=[mmr_preset(args)])
+    flt = SearchFilter(args.tenant, acl_groups(args.acl))
+    on_cluster = uses_cluster(args)
+    index_dir: str | None = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
+    if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
+        raise EsRagError(
+            f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
+        )
+    if on_cluster:
+        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
+    else:
+        backend = build_backend(settings, index_dir=index_dir)
+    embedder = build_embedder(settings)
+    result = build_pipeline(settings, backend, embedder).search(args.query, flt)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print_result(result)
+    return 0

@@ -1,0 +1,86 @@
+"""``es-rag train-reranker``: fine-tune a cross-encoder with hard negatives mined by es_rag."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from es_rag.cli.options import add_bm25_protocol, add_settings, bm25_preset, settings_from_args
+from es_rag.cli.render import print_json
+
+HELP = "fine-tune a cross-encoder with hard negatives mined by es_rag"
+SCOPE = {
+    "index": ("analyzer", "language", "bm25_k1", "bm25_b"),
+    "encoder": ("model", "dims"),
+    "retrieve": ("bm25_fields", "bm25_tie_breaker"),
+    "fusion": ("rank_constant",),
+}
+
+
+def register(sub: Any) -> None:
+    """Add the ``train-reranker`` parser.
+
+    Args:
+        sub: The subparsers of ``es-rag``.
+    """
+    p = sub.add_parser("train-reranker", help=HELP, description=HELP)
+    p.add_argument("--dataset", required=True, metavar="DIR", help="BEIR folder with a training split")
+    p.add_argument("--split", default="train", help="training split (test is refused) (%(default)s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the trained model is saved")
+    p.add_argument("--base", default=None, metavar="MODEL_OR_PATH", help="start checkpoint (default: embedding model)")
+    p.add_argument("--index-dir", default=None, metavar="DIR", help="embedding cache root")
+    p.add_argument("--max-queries", type=int, default=None, help="train on the first N queries only")
+    g = p.add_argument_group("training")
+    g.add_argument("--max-steps", type=int, default=300, help="optimizer steps (%(default)s)")
+    g.add_argument("--batch-size", type=int, default=16, help="(query, passage) pairs per step (%(default)s)")
+    g.add_argument(
+        "--epochs", type=int, default=1, help="passes over the training data, bounded by --max-steps (%(default)s)"
+    )
+    g.add_argument(
+        "--loss",
+        choices=["listwise", "pointwise"],
+        default="listwise",
+        help="listwise: softmax cross-entropy of each positive against its query's hard negatives "
+        "(batch-size // group size groups per step); pointwise: binary cross-entropy per pair (%(default)s)",
+    )
+    g.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
+    g.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
+    g.add_argument("--learning-rate", type=float, default=3e-5, help="(%(default)s)")
+    add_bm25_protocol(p)
+    add_settings(p, SCOPE)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``train-reranker``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.evaluation.train_reranker import TrainingConfig, train_reranker
+
+    settings = settings_from_args(args, presets=[bm25_preset(args)])
+    config = TrainingConfig(
+        base_model=args.base or settings.encoder.model,
+        negatives_per_query=args.negatives,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        max_length=args.max_length,
+        loss=args.loss,
+        epochs=args.epochs,
+    )
+    report = train_reranker(
+        args.dataset,
+        args.out,
+        split=args.split,
+        settings=settings,
+        config=config,
+        cache_dir=args.index_dir,
+        max_queries=args.max_queries,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    summary = report.to_dict()
+    summary.pop("losses")
+    print_json(summary)
+    return 0

@@ -1,0 +1,486 @@
+"""Command-line options generated from the settings groups' field metadata.
+
+A flag is the setting's flat name with ``-`` for ``_`` (``--rerank-k`` sets ``rerank_k``); its help and
+default come from :mod:`es_rag.settings.groups`. A command names the settings it reads (:data:`Scope`):
+``--help`` shows those, one section per stage, and the parser accepts nothing else.
+
+Settings flags default to "not given" (argparse ``SUPPRESS``), so :func:`settings_from_args` can apply,
+in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), presets
+(``--mmr-preset``, ``--bm25-protocol``), then every flag given -- explicit flags always win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Union
+
+from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
+
+Scope = Mapping[str, Sequence[str] | None]
+"""Settings a command reads: group name -> field names (None = every field of the group)."""
+
+SEARCH_INDEX = ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity")
+"""The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
+QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode")
+"""The ``encoder`` settings a query needs."""
+POST_RETRIEVAL = ("dedup", "rerank", "gate", "boost", "select", "expand", "pack")
+
+SEARCH_SCOPE: Scope = {
+    "index": SEARCH_INDEX,
+    "encoder": QUERY_ENCODER,
+    "retrieve": None,
+    "fusion": None,
+    **{g: None for g in POST_RETRIEVAL},
+    "connection": ("request_timeout",),
+}
+"""What ``search`` reads: everything from the query to the packed context."""
+
+_GROUPS: dict[str, type[Group]] = {g.NAME: g for g in GROUPS}
+
+
+def _hints(cls: type[Group]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` -> ``(X, True)``; anything else -> ``(tp, False)``."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def off_or(kind: type) -> Callable[[str], Any]:
+    """argparse type: ``off``/``none`` -> None, else ``kind(value)``.
+
+    Args:
+        kind: ``int`` or ``float``.
+    """
+
+    def parse(value: str) -> Any:
+        if value.strip().lower() in ("off", "none"):
+            return None
+        try:
+            return kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} or 'off', got {value!r}") from None
+
+    parse.__name__ = f"{kind.__name__}-or-off"
+    return parse
+
+
+def key_floats(value: str) -> dict[str, float]:
+    """argparse type: ``a=1,b=2.5`` -> ``{"a": 1.0, "b": 2.5}``.
+
+    Args:
+        value: The option's text.
+    """
+    out: dict[str, float] = {}
+    for part in (x.strip() for x in value.split(",")):
+        if not part:
+            continue
+        key, sep, number = part.rpartition("=")
+        try:
+            if not sep or not key:
+                raise ValueError
+            out[key.strip()] = float(number)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=NUMBER[,NAME=NUMBER...], got {part!r}") from None
+    return out
+
+
+def comma_list(value: str) -> list[str]:
+    """argparse type: ``a,b, c`` -> ``["a", "b", "c"]`` (empty items dropped).
+
+    Args:
+        value: The option's text.
+    """
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def shown_default(value: Any) -> str:
+    """A default as ``--help`` shows it.
+
+    Args:
+        value: The setting's value.
+    """
+    if value is None:
+        return "off"
+    if isinstance(value, Choice):
+        return str(value.value)
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def _argument(cls: type[Group], fld: dataclasses.Field[Any], default: Any) -> tuple[str, dict[str, Any]]:
+    """``(flag, add_argument kwargs)`` of one settings field."""
+    flat = fld.metadata.get("flat") or fld.name
+    tp, optional = _unwrap_optional(_hints(cls)[fld.name])
+    kwargs: dict[str, Any] = {"dest": flat, "default": argparse.SUPPRESS}
+    metavar = fld.metadata.get("metavar")
+    if isinstance(tp, type) and issubclass(tp, Choice):
+        kwargs["choices"] = tp.values()
+        kwargs["type"] = str.lower
+    elif tp in (int, float) and optional:
+        kwargs["type"] = off_or(tp)
+    elif tp in (int, float):
+        kwargs["type"] = tp
+    elif typing.get_origin(tp) is dict:
+        kwargs["type"] = key_floats
+    elif typing.get_origin(tp) is tuple:
+        kwargs["type"] = lambda v: tuple(comma_list(v))
+    if metavar:
+        kwargs["metavar"] = metavar
+    own = fld.default_factory() if fld.default_factory is not dataclasses.MISSING else fld.default
+    custom = fld.metadata.get("shown")
+    shown = custom if custom is not None and default == own else shown_default(default)
+    kwargs["help"] = f"{fld.metadata['help']} (default: {shown})".replace("%", "%%")
+    return "--" + flat.replace("_", "-"), kwargs
+
+
+def add_settings(
+    parser: argparse.ArgumentParser, scope: Scope, *, defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Add the settings flags of ``scope``, one ``--help`` section per group, in pipeline order.
+
+    Args:
+        parser: The command's parser.
+        scope: Group -> fields (None = all) the command reads.
+        defaults: The command's own defaults by flat name (shown in ``--help`` and applied first).
+
+    Returns:
+        The ``--help`` section of each group, for options that belong there (presets).
+    """
+    base = Settings(**(defaults or {}))
+    parser.set_defaults(_settings_defaults=dict(defaults or {}))
+    sections: dict[str, Any] = {}
+    for cls in GROUPS:
+        if cls.NAME not in scope:
+            continue
+        wanted = scope[cls.NAME]
+        section = sections[cls.NAME] = parser.add_argument_group(cls.TITLE)
+        group_value = getattr(base, cls.NAME)
+        for fld in dataclasses.fields(cls):
+            if wanted is not None and fld.name not in wanted:
+                continue
+            flag, kwargs = _argument(cls, fld, getattr(group_value, fld.name))
+            section.add_argument(flag, **kwargs)
+    return sections
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings flags given on the command line, by flat name.
+
+    Args:
+        args: Parsed arguments.
+    """
+    return {name: getattr(args, name) for name in FLAT if hasattr(args, name)}
+
+
+def settings_from_args(
+    args: argparse.Namespace,
+    *,
+    presets: Sequence[Mapping[str, Any]] = (),
+    resolve: bool = True,
+    **overrides: Any,
+) -> Settings:
+    """Settings = defaults, then the command's defaults, then ``presets`` in order, then the flags given,
+    then ``overrides`` (values the command decided itself).
+
+    Args:
+        args: Parsed arguments.
+        presets: Preset values by flat name (``--bm25-protocol``, ``--mmr-preset``); flags override them.
+        resolve: Resolve ``analyzer=auto`` here, by the no-plugin branch; commands that probe a cluster
+            (setup, selftest, doctor) pass False and resolve it against the cluster's plugins.
+        **overrides: Final values by flat name.
+    """
+    values: dict[str, Any] = dict(getattr(args, "_settings_defaults", {}))
+    for preset in presets:
+        values.update(preset)
+    values.update(given_settings(args))
+    values.update(overrides)
+    retrieve_k = values.get("candidate_k")
+    if retrieve_k is not None and "num_candidates" not in given_settings(args):
+        # kNN needs num_candidates >= k: raise it with --candidate-k unless the user set it too
+        values["num_candidates"] = max(retrieve_k, values.get("num_candidates", Settings().retrieve.num_candidates))
+    settings = Settings(**values)
+    if resolve:
+        from es_rag.elasticsearch.assets import resolved_settings
+
+        settings = resolved_settings(settings, plugins=None)
+    return settings
+
+
+# ---------------------------------------------------------------------------------------------
+# options that are not settings
+# ---------------------------------------------------------------------------------------------
+DEFAULT_INDEX_DIR = ".es_rag/index"
+
+
+def add_json(parser: argparse.ArgumentParser, what: str = "print the result as JSON") -> None:
+    """``--json``.
+
+    Args:
+        parser: The command's parser.
+        what: Help text.
+    """
+    parser.add_argument("--json", action="store_true", help=what)
+
+
+def add_target(
+    parser: argparse.ArgumentParser,
+    *,
+    embedded: bool = True,
+    es_help: str = "Elasticsearch URL (https://host:9200)",
+    index_dir_help: str = f"embedded index directory (default {DEFAULT_INDEX_DIR})",
+) -> None:
+    """``--es URL`` (and ``--index-dir`` when the command also runs on the embedded index), plus the
+    connection options.
+
+    Args:
+        parser: The command's parser.
+        embedded: Offer ``--index-dir`` as the alternative to ``--es``.
+        es_help: Help of ``--es``.
+        index_dir_help: Help of ``--index-dir``.
+    """
+    g = parser.add_argument_group(
+        "where: an Elasticsearch cluster"
+        + (" or the embedded index" if embedded else "")
+        + " (credentials: ES_API_KEY, or ES_USERNAME and ES_PASSWORD)"
+    )
+    target = g.add_mutually_exclusive_group() if embedded else g
+    target.add_argument("--es", metavar="URL", default=None, help=es_help)
+    if embedded:
+        target.add_argument("--index-dir", metavar="DIR", default=None, help=index_dir_help)
+    g.add_argument(
+        "--cloud-id", default=None, metavar="ID", help="Elastic Cloud deployment id instead of --es (ES_CLOUD_ID)"
+    )
+    g.add_argument(
+        "--ca-certs",
+        default=None,
+        metavar="FILE",
+        help="CA that signed the cluster's certificate; Elasticsearch 9 writes config/certs/http_ca.crt (ES_CA_CERTS)",
+    )
+    g.add_argument(
+        "--ssl-assert-fingerprint",
+        default=None,
+        metavar="SHA256",
+        help="trust the certificate with this SHA-256 fingerprint instead of a CA (ES_SSL_ASSERT_FINGERPRINT)",
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify TLS certificates (a throwaway dev cluster only; ES_VERIFY_CERTS=false)",
+    )
+
+
+def connection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """:meth:`ElasticsearchBackend.connect` options from the command line, else the environment.
+
+    Args:
+        args: Parsed arguments (parsers without the connection group give none).
+    """
+    env = os.environ
+    verify = not getattr(args, "insecure", False) and env.get("ES_VERIFY_CERTS", "true").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+    )
+    if not verify:
+        print("es-rag: warning: TLS certificates are not verified (--insecure)", file=sys.stderr)
+    return {
+        "cloud_id": getattr(args, "cloud_id", None) or env.get("ES_CLOUD_ID") or None,
+        "ca_certs": getattr(args, "ca_certs", None) or env.get("ES_CA_CERTS") or None,
+        "ssl_assert_fingerprint": getattr(args, "ssl_assert_fingerprint", None)
+        or env.get("ES_SSL_ASSERT_FINGERPRINT")
+        or None,
+        "verify_certs": verify,
+    }
+
+
+def uses_cluster(args: argparse.Namespace) -> bool:
+    """Whether the command targets Elasticsearch (``--es`` or an Elastic Cloud id).
+
+    Args:
+        args: Parsed arguments.
+    """
+    return bool(getattr(args, "es", None) or getattr(args, "cloud_id", None) or os.environ.get("ES_CLOUD_ID"))
+
+
+def connect(args: argparse.Namespace, settings: Settings) -> Any:
+    """The :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend` the arguments name.
+
+    Args:
+        args: Parsed arguments.
+        settings: Settings.
+    """
+    from es_rag.elasticsearch.backend import ElasticsearchBackend
+
+    return ElasticsearchBackend.connect(getattr(args, "es", None), settings, **connection_kwargs(args))
+
+
+def acl_groups(values: Sequence[Sequence[str]] | None) -> tuple[str, ...]:
+    """The ``--acl`` values (comma lists, possibly repeated) as one tuple, in order, without repeats.
+
+    Args:
+        values: What argparse collected.
+    """
+    out: dict[str, None] = {}
+    for chunk in values or ():
+        for group in chunk:
+            out[group] = None
+    return tuple(out)
+
+
+def add_principal(parser: argparse.ArgumentParser, *, tenant_required: bool = True) -> None:
+    """``--tenant`` and ``--acl`` of the caller (the hard filter of every retriever).
+
+    Args:
+        parser: The command's parser.
+        tenant_required: Whether ``--tenant`` must be given.
+    """
+    g = parser.add_argument_group("who asks (the hard filter of every retriever)")
+    g.add_argument("--tenant", required=tenant_required, help="tenant id")
+    g.add_argument(
+        "--acl",
+        action="append",
+        type=comma_list,
+        metavar="G[,G...]",
+        help="ACL groups of the caller, comma separated or repeated; 'public' is always included",
+    )
+
+
+def add_owner(parser: argparse.ArgumentParser, *, tenant_default: str | None = None) -> None:
+    """``--tenant`` and ``--acl`` written into every chunk.
+
+    Args:
+        parser: The command's parser.
+        tenant_default: Default tenant (None: required).
+    """
+    g = parser.add_argument_group("who owns the documents")
+    g.add_argument(
+        "--tenant",
+        required=tenant_default is None,
+        default=tenant_default,
+        help="tenant id written into every chunk" + (f" (default {tenant_default!r})" if tenant_default else ""),
+    )
+    g.add_argument(
+        "--acl",
+        action="append",
+        type=comma_list,
+        metavar="G[,G...]",
+        help="groups allowed to read the documents, comma separated or repeated (default: public)",
+    )
+
+
+def owner_acl(args: argparse.Namespace) -> tuple[str, ...]:
+    """The documents' ACL: ``--acl`` values, else ``public``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    return acl_groups(args.acl) or ("public",)
+
+
+def add_chunker(parser: argparse.ArgumentParser) -> None:
+    """The chunker choice (the sizes are the ``chunking`` settings).
+
+    Args:
+        parser: The command's parser.
+    """
+    from es_rag.chunking import Strategy
+
+    g = parser.add_argument_group("chunker")
+    g.add_argument(
+        "--strategy",
+        choices=[s.value for s in Strategy],
+        default=Strategy.PARENT_CHILD.value,
+        help="chunking strategy (default: %(default)s)",
+    )
+    g.add_argument(
+        "--contextual",
+        action="store_true",
+        help="embed 'title + heading path' with each child (stored in contextual_text; text stays the span)",
+    )
+    g.add_argument(
+        "--parent-max-tokens",
+        type=int,
+        default=None,
+        help="cap on parent size in tokens (parent-child strategy; default: none)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# presets: named sets of settings that explicit flags override
+# ---------------------------------------------------------------------------------------------
+def add_mmr_preset(section: Any) -> None:
+    """``--mmr-preset`` in the ``select`` section.
+
+    Args:
+        section: The ``select`` argument group.
+    """
+    from es_rag.stages.select import LAMBDA_PRESETS
+
+    section.add_argument(
+        "--mmr-preset",
+        choices=list(LAMBDA_PRESETS),
+        default=None,
+        help="named --mmr-lambda (an explicit --mmr-lambda wins): "
+        + ", ".join(f"{k}={v}" for k, v in LAMBDA_PRESETS.items()),
+    )
+
+
+def mmr_preset(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings ``--mmr-preset`` stands for (empty when not given).
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.stages.select import lambda_for
+
+    preset = getattr(args, "mmr_preset", None)
+    return {"mmr_lambda": lambda_for(preset)} if preset else {}
+
+
+def add_bm25_protocol(parser: argparse.ArgumentParser) -> None:
+    """``--bm25-protocol`` for commands on BEIR-layout datasets.
+
+    Args:
+        parser: The command's parser.
+    """
+    from es_rag.evaluation.run import BM25_PROTOCOLS
+
+    described = "; ".join(
+        f"{name} = " + ", ".join(f"{k} {shown_default(v)}" for k, v in values.items())
+        for name, values in BM25_PROTOCOLS.items()
+    )
+    parser.add_argument(
+        "--bm25-protocol",
+        choices=[*BM25_PROTOCOLS, "settings"],
+        default="beir-multifield",
+        help="BM25 set-up, a preset that --analyzer, --bm25-fields, --bm25-tie-breaker, --bm25-k1 and --bm25-b "
+        f"override: {described} (beir-multifield reproduces BEIR's published BM25); settings = es_rag's own "
+        "defaults (default: %(default)s)",
+    )
+
+
+def bm25_preset(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings ``--bm25-protocol`` stands for.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.evaluation.run import BM25_PROTOCOLS
+
+    return dict(BM25_PROTOCOLS.get(getattr(args, "bm25_protocol", "settings"), {}))

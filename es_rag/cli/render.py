@@ -1,0 +1,90 @@
+"""How commands print: ingest reports, search results, nested reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def progress() -> bool:
+    """Whether to draw progress bars (stderr is a terminal)."""
+    return sys.stderr.isatty()
+
+
+def print_json(obj: Any) -> None:
+    """Pretty JSON on stdout, non-ASCII kept.
+
+    Args:
+        obj: A JSON-able object.
+    """
+    print(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def print_report(report: Any, as_json: bool) -> None:
+    """An ingest report: one summary line, then every failed document on stderr.
+
+    Args:
+        report: :class:`~es_rag.ingest.IngestReport`.
+        as_json: Print its JSON instead.
+    """
+    if as_json:
+        print_json(report.to_dict())
+        return
+    print(
+        f"sources: {report.sources}  chunks: {report.chunks}  parents: {report.parents}  "
+        f"indexed: {report.indexed}  failed: {len(report.failed)}"
+    )
+    for f in report.failed:
+        print(f"  FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+
+
+def print_result(result: Any) -> None:
+    """A search result: status, hits, packed context, citations and the trace.
+
+    Args:
+        result: :class:`~es_rag.pipeline.SearchResult`.
+    """
+    from es_rag.pipeline import format_trace, summarize_hits
+
+    print(f"\n=== query: {result.query}")
+    print(f"status: {result.status}")
+    print(f"gate decision: {result.status_basis or result.trace.paths.get('gate', '-')}")
+    if result.no_sufficient_evidence:
+        print("(the calibrated gate found no hit good enough to answer from: answer 'not found', do not guess)")
+    if not result.hits:
+        print("(no evidence selected)")
+    for line in summarize_hits(result.hits):
+        print(line)
+    print(f"\n--- packed context ({result.context.tokens} tokens, {len(result.context.citations)} citations)")
+    print(result.context.text.rstrip())
+    print("\n--- citations")
+    for c in result.context.citations:
+        print(
+            f"[{c.citation_id}] {c.source_id} v{c.source_version} § {' > '.join(c.heading_path) or '-'} "
+            f"chars {c.start_offset}-{c.end_offset}"
+        )
+    print("\n--- trace")
+    print(format_trace(result))
+
+
+def print_tree(obj: Any, indent: int = 0) -> None:
+    """A nested dict/list as an indented outline.
+
+    Args:
+        obj: The report.
+        indent: Current depth.
+    """
+    pad = "  " * indent
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if isinstance(v, (dict, list)) and v:
+                print(f"{pad}{k}:")
+                print_tree(v, indent + 1)
+            else:
+                print(f"{pad}{k}: {v}")
+    elif isinstance(obj, list):
+        for v in obj:
+            print(f"{pad}- {v}")
+    else:
+        print(f"{pad}{obj}")

@@ -1,0 +1,111 @@
+"""What ``es-rag explain`` prints: the Elasticsearch request(s) a search sends, per fusion path, with
+comments saying why (pure: no cluster, no model)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from es_rag.settings import Settings
+
+_CHANNEL_LABEL = {"bm25": "BM25", "dense": "kNN", "exact": "exact"}
+
+
+def version_of(number: str) -> tuple[int, ...] | None:
+    """A probed version number as a tuple, None when unknown.
+
+    Args:
+        number: ``9.1.2`` or ``9.2.0-SNAPSHOT``.
+    """
+    parts = tuple(int(p) for p in number.split("-")[0].split(".") if p.isdigit())
+    return parts or None
+
+
+def explain_sections(
+    query: str,
+    vector: Any,
+    flt: Any,
+    settings: Settings,
+    *,
+    paths: Sequence[bool],
+    vectors_param: bool = True,
+    version: tuple[int, ...] | None = None,
+) -> list[tuple[list[str], list[Any]]]:
+    """``(comment lines, requests)`` per fusion path ``explain`` prints, chosen as
+    :meth:`~es_rag.elasticsearch.backend.ElasticsearchBackend.retrieve` chooses: a single channel or a
+    client-only normaliser (``zscore``) never takes the native path.
+
+    Args:
+        query: The query.
+        vector: The query vector.
+        flt: Hard filter (with the version gate).
+        settings: Fusion method, normaliser, weights, exact channel.
+        paths: Native (True) and/or client (False), in print order.
+        vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
+        version: The probed cluster version (weighted rrf, linear and l2_norm are version-gated), None if unknown.
+    """
+    from es_rag.elasticsearch.bodies import (
+        EXACT_FIELDS,
+        channel_plan,
+        extract_identifiers,
+        native_blocker,
+        search_requests,
+    )
+
+    plan = channel_plan(query, vector, settings)
+    notes: list[str] = []
+    if "exact" in plan:
+        notes.append(
+            f"exact channel: identifiers {extract_identifiers(query)} as match_phrase on {', '.join(EXACT_FIELDS)}"
+        )
+    blocker = native_blocker(settings, version)
+    if True in paths and (len(plan) < 2 or blocker):
+        why = "one channel" if len(plan) < 2 else blocker
+        notes.append(f"native fusion not used ({why}): client path only")
+        paths = [False]
+    if settings.fusion.channel_weights:
+        given = ", ".join(f"{c}={w}" for c, w in settings.fusion.channel_weights.items())
+        notes.append(f"channel weights: {given} (any other channel 1.0)")
+    method = settings.fusion.method
+    channels = " + ".join(_CHANNEL_LABEL[c] for c in plan)
+    sections: list[tuple[list[str], list[Any]]] = []
+    for native in paths:
+        reqs = search_requests(query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
+        if native and method == "rrf":
+            weighted = ", >= 9.2 for the weights" if settings.fusion.channel_weights else ""
+            label = f"native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16{weighted})"
+        elif native:
+            l2 = ", >= 9.1 for l2_norm" if settings.fusion.normalizer == "l2_norm" else ""
+            label = (
+                f"native fusion: linear retriever, normalizer {settings.fusion.normalizer} per child "
+                f"(Enterprise/trial licence, Elasticsearch >= 8.18{l2})"
+            )
+        else:
+            fused = "RRF" if method == "rrf" else f"linear fusion ({settings.fusion.normalizer})"
+            label = f"client fusion: one _msearch ({channels}), fused by es_rag's {fused} (any licence)"
+        sections.append(([*notes, label] if not sections else [label], reqs))
+    return sections
+
+
+def template_section(
+    query: str, vector: Any, flt: Any, settings: Settings, *, vectors_param: bool = True
+) -> tuple[list[str], list[Any]]:
+    """The ``_search/template`` call of the stored hybrid template, with what it does and does not do.
+
+    Args:
+        query: The query.
+        vector: The query vector.
+        flt: Hard filter (with the version gate).
+        settings: Settings.
+        vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
+    """
+    from es_rag.elasticsearch.bodies import extract_identifiers, search_template_id, search_template_request
+
+    exact = " + exact" if settings.retrieve.exact_channel == "auto" and extract_identifiers(query) else ""
+    comments = [
+        f"stored search template {search_template_id(settings)} (installed by es-rag setup): native rrf over "
+        f"bm25 + dense{exact} with the filter in every child (Enterprise/trial licence)"
+    ]
+    if settings.fusion.method != "rrf" or settings.fusion.channel_weights:
+        comments.append("the template fuses with unweighted rrf: --fusion-method/--channel-weights are not templated")
+    return comments, [search_template_request(query, vector, flt, settings, vectors_in_source_param=vectors_param)]
