@@ -1,0 +1,82 @@
+"""Settings grouped by stage: flat construction by the flag names, groups that validate themselves and name
+the flat setting in every error, rules across groups, enums that print as their values."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jinja2
+import pytest
+
+from es_rag.errors import ConfigError
+from es_rag.settings import (
+    FLAT,
+    GROUPS,
+    ExpandMode,
+    FusionMethod,
+    RerankSettings,
+    Settings,
+    VectorIndexType,
+)
+
+
+def test_flat_names_and_groups_build_the_same_settings() -> None:
+    flat = Settings(rerank_k=20, fusion_method="linear", expand_mode="parent")
+    grouped = Settings(rerank=RerankSettings(k=20)).replace(fusion_method="linear", expand_mode="parent")
+    assert flat == grouped
+    assert (flat.rerank.k, flat.fusion.method, flat.expand.mode) == (20, FusionMethod.LINEAR, ExpandMode.PARENT)
+    # flat names apply on top of a given group
+    both = Settings(rerank=RerankSettings(k=20, batch_size=8), rerank_k=10)
+    assert (both.rerank.k, both.rerank.batch_size) == (10, 8)
+
+
+def test_flat_round_trip_and_every_flat_name_is_unique() -> None:
+    s = Settings(candidate_k=80, num_candidates=160, source_tiers={"a*": 0.2}, bm25_fields=("title", "text"))
+    assert Settings(**s.flat()) == s
+    assert len(FLAT) == sum(len(g.flat_names()) for g in GROUPS)
+    assert not set(FLAT) & {g.NAME for g in GROUPS}
+
+
+def test_unknown_settings_get_a_did_you_mean() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'rerank_kk'; did you mean rerank_k"):
+        Settings(rerank_kk=3)
+    with pytest.raises(ConfigError, match=r"unknown setting 'reranker_model'; did you mean rerank_model"):
+        Settings().replace(reranker_model=None)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"rerank_timeout": 0}, "rerank_timeout: must be > 0"),
+        ({"dedup_adjacent_overlap": 1.5}, "dedup_adjacent_overlap: must be within (0, 1]"),
+        ({"expand_neighbors": -1}, "expand_neighbors: must be an integer >= 0"),
+        ({"fusion_method": "rff"}, "fusion_method: invalid value 'rff'; valid values: rrf, linear"),
+        ({"vector_index_type": "hnsw8"}, "vector_index_type: invalid value 'hnsw8'"),
+        ({"chunk_overlap": 300}, "chunk_overlap (300) must be >= 0 and < chunk_max_tokens (200)"),
+        ({"mmr_lambda": 2}, "mmr_lambda: must be within [0, 1]"),
+        ({"rerank_k": 60}, "context_k <= rerank_k <= candidate_k"),  # across groups
+        ({"vector_index_type": "int4_hnsw", "vector_dims": 383}, "needs an even vector_dims"),  # across groups
+    ],
+)
+def test_errors_name_the_flat_setting(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings(**changes)
+    assert message in str(info.value)
+
+
+def test_choices_print_as_their_values_everywhere() -> None:
+    s = Settings(fusion_method="LINEAR", vector_index_type="bbq_hnsw")
+    assert s.fusion.method is FusionMethod.LINEAR and s.fusion.method == "linear"
+    assert f"{s.fusion.method}" == str(s.fusion.method) == "linear"
+    assert json.dumps({"m": s.fusion.method}) == '{"m": "linear"}'
+    assert jinja2.Template("{{ t }}").render(t=s.index.vector_index_type) == "bbq_hnsw"
+    assert s.index.vector_index_type.quantized and not VectorIndexType.HNSW.quantized
+    assert s.index.vector_index_options() == {"type": "bbq_hnsw", "rescore_vector": {"oversample": 3.0}}
+
+
+def test_groups_are_frozen_and_rerank_model_none_disables() -> None:
+    s = Settings(rerank_model="none")
+    assert s.rerank.model is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.rerank.k = 3  # type: ignore[misc]
