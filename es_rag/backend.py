@@ -15,6 +15,7 @@ from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Settings
+from es_rag.versions.store import VersionStore
 
 REQUIRED_FIELDS = ("chunk_id", "tenant_id", "source_id", "text")
 """The fields the ingest pipeline refuses a document without (same order as its ``fail`` processors)."""
@@ -122,6 +123,15 @@ class SearchBackend(Protocol):
 
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks stored (only those ``flt`` allows, when given)."""
+        ...
+
+    def gated(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with a snapshot of the tenant's active-version gate (the registry read once); a filter that
+        already carries one is returned as it is. The pipeline calls it once per search."""
+        ...
+
+    def version_store(self) -> VersionStore:
+        """Version switches (begin -> write -> refresh -> commit/purge) and source deletes on this backend."""
         ...
 
     def flush(self) -> None:

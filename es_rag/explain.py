@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from es_rag.query import extract_identifiers, plan_search
 from es_rag.settings import Settings
 
 _CHANNEL_LABEL = {"bm25": "BM25", "dense": "kNN", "exact": "exact"}
@@ -44,30 +45,23 @@ def explain_sections(
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
         version: The probed cluster version (weighted rrf, linear and l2_norm are version-gated), None if unknown.
     """
-    from es_rag.elasticsearch.bodies import (
-        EXACT_FIELDS,
-        channel_plan,
-        extract_identifiers,
-        native_blocker,
-        search_requests,
-    )
+    from es_rag.elasticsearch.bodies import EXACT_FIELDS, search_requests
 
-    plan = channel_plan(query, vector, settings)
+    # the plan a search would follow where native fusion is on offer (the same function decides retrieve's path)
+    plan = plan_search(query, vector, settings, native_available=True in paths, version=version)
     notes: list[str] = []
-    if "exact" in plan:
+    if plan.identifiers:
         notes.append(
-            f"exact channel: identifiers {extract_identifiers(query)} as match_phrase on {', '.join(EXACT_FIELDS)}"
+            f"exact channel: identifiers {list(plan.identifiers)} as match_phrase on {', '.join(EXACT_FIELDS)}"
         )
-    blocker = native_blocker(settings, version)
-    if True in paths and (len(plan) < 2 or blocker):
-        why = "one channel" if len(plan) < 2 else blocker
-        notes.append(f"native fusion not used ({why}): client path only")
+    if plan.native_blocked:
+        notes.append(f"native fusion not used ({plan.native_blocked}): client path only")
         paths = [False]
     if settings.fusion.channel_weights:
         given = ", ".join(f"{c}={w}" for c, w in settings.fusion.channel_weights.items())
         notes.append(f"channel weights: {given} (any other channel 1.0)")
     method = settings.fusion.method
-    channels = " + ".join(_CHANNEL_LABEL[c] for c in plan)
+    channels = " + ".join(_CHANNEL_LABEL[c] for c in plan.channels)
     sections: list[tuple[list[str], list[Any]]] = []
     for native in paths:
         reqs = search_requests(query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
@@ -99,7 +93,7 @@ def template_section(
         settings: Settings.
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
     """
-    from es_rag.elasticsearch.bodies import extract_identifiers, search_template_id, search_template_request
+    from es_rag.elasticsearch.bodies import search_template_id, search_template_request
 
     exact = " + exact" if settings.retrieve.exact_channel == "auto" and extract_identifiers(query) else ""
     comments = [

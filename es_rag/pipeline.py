@@ -527,9 +527,7 @@ class RagPipeline:
         trace = Trace()
         # Active-version gate (es_rag.versions.registry): every backend call below, in every retriever, serves only
         # the committed version of each source.
-        gate = getattr(self.backend, "gated", None)
-        if gate is not None:
-            flt = gate(flt)
+        flt = self.backend.gated(flt)
         vec = self._embed(query, trace)
         ret = self._retrieve(query, vec, flt, trace)
         fused = self._fuse(ret, trace)

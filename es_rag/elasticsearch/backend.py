@@ -34,19 +34,12 @@ from es_rag.elasticsearch.assets import (
     setup_requests,
     template_conflicts,
 )
-from es_rag.elasticsearch.bodies import (
-    channel_plan,
-    count_request,
-    extract_identifiers,
-    native_blocker,
-    neighbors_request,
-    parents_request,
-    search_requests,
-    semantic_mode,
-)
+from es_rag.elasticsearch.bodies import count_request, neighbors_request, parents_request, search_requests
+from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
+from es_rag.query import native_blocker, plan_search, semantic_mode
 from es_rag.records import Chunk, Hit
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, FusionPath, Settings, VectorMode
 from es_rag.versions.registry import VersionGate, registry_get_request, registry_index
@@ -734,6 +727,8 @@ class ElasticsearchBackend:
         Raises:
             ClusterError: The registry index is missing (``es-rag setup`` creates it) or unreadable.
         """
+        if flt.versions is not None:  # already a snapshot: a search reads the registry once
+            return flt
         resp = self.send(registry_get_request(self.settings, flt.tenant_id), ignore=(404,))
         if isinstance(resp, dict) and "error" in resp:
             raise ClusterError(
@@ -744,6 +739,10 @@ class ElasticsearchBackend:
         found = isinstance(resp, dict) and resp.get("found")
         hidden = ((resp.get("_source") or {}).get("hidden") or []) if found else []
         return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(str(k) for k in hidden)))
+
+    def version_store(self) -> EsVersionStore:
+        """Version switches and source deletes on this cluster (the registry index and ``_delete_by_query``)."""
+        return EsVersionStore(self)
 
     def retrieve(
         self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
@@ -757,19 +756,20 @@ class ElasticsearchBackend:
             settings: Candidate counts and fusion mode.
         """
         caps = self.probe()
-        notes: list[str] = []
-        plan = channel_plan(query_text, query_vector, settings)
-        if "exact" in plan:
-            notes.append(f"exact channel: identifiers {extract_identifiers(query_text)}")
-        method = settings.fusion.method
-        native = self.fusion_path(settings) == "native" and len(plan) > 1
-        blocker = native_blocker(settings, _version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None)
-        if native and blocker:
-            native = False
-            notes.append(f"{blocker}: client path")
+        version = _version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None
+        plan = plan_search(
+            query_text,
+            query_vector,
+            settings,
+            native_available=self.fusion_path(settings) == "native",
+            version=version,
+        )
+        notes = plan.notes
+        method = plan.method
+        native = plan.native
         if native:
             try:
-                resp, reqs = self._search(query_text, query_vector, flt, settings, native=True, channels=plan)
+                resp, reqs = self._search(query_text, query_vector, flt, settings, native=True, channels=plan.channels)
                 fused = [
                     _hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
@@ -797,14 +797,16 @@ class ElasticsearchBackend:
                 if exc.status is None or not 400 <= exc.status < 500:
                     raise
                 notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
-        resp, reqs = self._search(query_text, query_vector, flt, settings, native=False, channels=plan)
+        resp, reqs = self._search(query_text, query_vector, flt, settings, native=False, channels=plan.channels)
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
         responses = resp.get("responses", [])
-        if len(responses) != len(plan):
-            raise ClusterError(f"_msearch returned {len(responses)} responses for {len(plan)} searches", response=resp)
-        for name, item in zip(plan, responses, strict=True):
+        if len(responses) != len(plan.channels):
+            raise ClusterError(
+                f"_msearch returned {len(responses)} responses for {len(plan.channels)} searches", response=resp
+            )
+        for name, item in zip(plan.channels, responses, strict=True):
             if "error" in item:
                 errors.append(f"{name}: {_reason(item['error'])}")
                 notes.append(f"channel {name} failed ({_reason(item['error'])}): fused without it")
@@ -833,7 +835,12 @@ class ElasticsearchBackend:
                     for h in channels[name]
                 ]
             dense_raw: dict[str, Any] = next(
-                (item for n, item in zip(plan, responses, strict=True) if n == "dense" and "error" not in item), {}
+                (
+                    item
+                    for n, item in zip(plan.channels, responses, strict=True)
+                    if n == "dense" and "error" not in item
+                ),
+                {},
             )
             notes.append(_server_chunk_note(dense_raw.get("hits", {}).get("hits", [])))
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"

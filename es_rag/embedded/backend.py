@@ -24,19 +24,20 @@ from typing import Any
 import numpy as np
 
 from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
-from es_rag.elasticsearch.bodies import BM25_FIELDS, exact_channel_active, extract_identifiers, identifier_tokens
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer
+from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
+from es_rag.query import identifier_tokens, plan_search
 from es_rag.records import Chunk, Hit
-from es_rag.settings import Analyzer, Settings, Similarity
+from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionGate
 
 FORMAT_VERSION = 1
 
 
-def _field_weights(fields: Sequence[str] = tuple(BM25_FIELDS)) -> list[tuple[str, float]]:
+def _field_weights(fields: Sequence[str]) -> list[tuple[str, float]]:
     out = []
     for spec in fields:
         name, _, boost = spec.partition("^")
@@ -55,7 +56,7 @@ class EmbeddedBackend:
         analyzer: Mirror of the Elasticsearch analyzer (``standard``, ``english``, ``cjk``; see
             :mod:`es_rag.embedded.analyzers`) used for every field and the query;
             None = :func:`~es_rag.embedded.analyzers.analyze`.
-        bm25_fields: ``multi_match`` fields with boosts (default: ``es_rag.elasticsearch.bodies.BM25_FIELDS``).
+        bm25_fields: ``multi_match`` fields with boosts (default: ``settings.retrieve.bm25_fields``).
         tie_breaker: ``best_fields`` tie_breaker: best boosted field score + this x the other fields' scores.
         similarity: The ``dense_vector`` similarity: kNN scores (and the vectors it accepts) follow it as
             Elasticsearch computes them (:func:`knn_scores`). None: the stored index's, else cosine; a stored
@@ -84,7 +85,7 @@ class EmbeddedBackend:
         self.b = bm25_b
         self.analyzer = None if analyzer is None else Analyzer(analyzer)
         self._analyze = get_analyzer(self.analyzer)
-        self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else tuple(BM25_FIELDS))
+        self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else RetrieveSettings().bm25_fields)
         self.tie_breaker = float(tie_breaker)
         self._children: dict[str, dict[str, Any]] = {}
         self._vectors: dict[str, np.ndarray] = {}
@@ -325,6 +326,15 @@ class EmbeddedBackend:
         hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
         return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(hidden)))
 
+    def version_store(self) -> EmbeddedVersionStore:
+        """Version switches and source deletes on this store."""
+        return EmbeddedVersionStore(self)
+
+    def all_hits(self) -> list[Hit]:
+        """Every child chunk as a hit, in storage order (the evaluation reads passage texts from them)."""
+        self._refresh()
+        return [self._hit(i) for i in range(len(self._ids))]
+
     def _mask(self, flt: SearchFilter) -> np.ndarray:
         return np.fromiter((flt.matches(self._children[c]) for c in self._ids), dtype=bool, count=len(self._ids))
 
@@ -401,21 +411,21 @@ class EmbeddedBackend:
         """
         flt = self.gated(flt)
         self._refresh()
-        t0 = time.perf_counter()
         mask = self._mask(flt) if self._ids else np.zeros(0, dtype=bool)
-        channels = {"bm25": self.bm25(query_text, flt, settings.retrieve.candidate_k, mask=mask)}
-        took = {"bm25": (time.perf_counter() - t0) * 1000}
-        if query_vector is not None:
-            t1 = time.perf_counter()
-            channels["dense"] = self.knn(query_vector, flt, settings.retrieve.candidate_k, mask=mask)
-            took["dense"] = (time.perf_counter() - t1) * 1000
-        notes = []
-        identifiers = extract_identifiers(query_text)
-        if exact_channel_active(query_text, settings):
-            t2 = time.perf_counter()
-            channels["exact"] = self.exact(identifiers, flt, settings.retrieve.candidate_k, mask=mask)
-            took["exact"] = (time.perf_counter() - t2) * 1000
-            notes.append(f"exact channel: identifiers {identifiers}")
+        plan = plan_search(query_text, query_vector, settings, native_available=False)
+        k = settings.retrieve.candidate_k
+        channels: dict[str, list[Hit]] = {}
+        took: dict[str, float] = {}
+        for name in plan.channels:
+            t0 = time.perf_counter()
+            if name == "bm25":
+                channels[name] = self.bm25(query_text, flt, k, mask=mask)
+            elif name == "dense" and query_vector is not None:
+                channels[name] = self.knn(query_vector, flt, k, mask=mask)
+            elif name == "exact":
+                channels[name] = self.exact(list(plan.identifiers), flt, k, mask=mask)
+            took[name] = (time.perf_counter() - t0) * 1000
+        notes = plan.notes
         return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took, notes=notes)
 
     def exact(
@@ -423,7 +433,7 @@ class EmbeddedBackend:
     ) -> list[Hit]:
         """Filtered exact-match top k: the mirror of :func:`es_rag.elasticsearch.bodies.exact_query`.
 
-        Each identifier is a phrase of :func:`~es_rag.elasticsearch.bodies.identifier_tokens` matched contiguously
+        Each identifier is a phrase of :func:`~es_rag.query.identifier_tokens` matched contiguously
         in the same tokens of ``text``, ``title`` and ``heading_path`` (the ``.ident`` subfields); a
         document matches when any phrase occurs; its score sums, per (identifier, field) clause, Lucene's
         BM25 with the phrase as the term (phrase frequency, document frequency over the whole index).

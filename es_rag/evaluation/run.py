@@ -237,11 +237,7 @@ class EvalIndex:
 
     def hits(self) -> list[Hit]:
         """Every document as a hit (for passage texts)."""
-        return [self.backend._hit(i) for i in range(len(self.backend._ids))] if self._refresh() else []
-
-    def _refresh(self) -> bool:
-        self.backend._refresh()
-        return True
+        return list(self.backend.all_hits())
 
 
 def build_index(
@@ -363,7 +359,6 @@ def build_es_index(
         ClusterError: A document failed to index (every failure is listed).
     """
     from es_rag.errors import ClusterError
-    from es_rag.versions.store import version_store
 
     local: EvalIndex
     if unit is not None and unit.chunked:
@@ -385,16 +380,14 @@ def build_es_index(
             f"b={wanted['b']}; analysis and similarity are fixed at index creation: use another --index-prefix "
             "(or delete that index)"
         )
-    store = version_store(backend)
+    store = backend.version_store()
     pairs = sorted({(c.source_id, c.source_version) for c in local.chunks})
-    if store is not None:
-        store.begin(EVAL_TENANT, pairs)
+    store.begin(EVAL_TENANT, pairs)
     report = backend.index(local.chunks)
     if report.failed:
         raise ClusterError(f"{len(report.failed)} of {len(local.chunks)} documents failed to index: {report.failed}")
-    if store is not None:
-        store.refresh()
-        store.commit(EVAL_TENANT, pairs)
+    store.refresh()
+    store.commit(EVAL_TENANT, pairs)
     paths = dict(local.paths)
     paths["backend"] = f"elasticsearch (index {settings.chunk_index}, {len(local.chunks)} chunks written)"
     paths["bm25"] = f"{bm25_description(settings)} (elasticsearch, similarity as installed)"

@@ -33,7 +33,7 @@ from es_rag.chunking import Chunker
 from es_rag.errors import InputError
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
-from es_rag.versions.store import Pair, version_store
+from es_rag.versions.store import Pair
 
 SUFFIX_FORMAT = {
     ".md": "markdown",
@@ -343,7 +343,7 @@ def ingest_documents(
         children = section_units(children, parents)
         # the model's input limit is the server chunker's concern here, not a per-section warning
         del report.warnings[warned:]
-    store = version_store(backend)
+    store = backend.version_store()
     # (tenant -> sources) that produced chunks; begin: hide the new versions while they are written.
     by_tenant: dict[str, list[Pair]] = defaultdict(list)
     seen: set[tuple[str, str]] = set()
@@ -351,11 +351,9 @@ def ingest_documents(
         if (c.tenant_id, c.source_id) not in seen:
             seen.add((c.tenant_id, c.source_id))
             by_tenant[c.tenant_id].append((c.source_id, c.source_version))
-    switching: dict[str, list[Pair]] = {}
-    if store is not None:
-        t0 = time.perf_counter()
-        switching = {tenant: store.begin(tenant, pairs) for tenant, pairs in by_tenant.items()}
-        report.timings["index"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    switching = {tenant: store.begin(tenant, pairs) for tenant, pairs in by_tenant.items()}
+    report.timings["index"] += time.perf_counter() - t0
     failed_before = len(report.failed)
     bar = tqdm(total=len(children), desc="embed+index", unit="chunk", disable=not progress)
     for start in range(0, len(children), batch_size):
@@ -373,33 +371,32 @@ def ingest_documents(
     t0 = time.perf_counter()
     if parents:
         report.merge(backend.index([], parents))
-    if store is not None:
-        names = {c.source_path or c.source_id: (c.tenant_id, c.source_id) for c in (*parents, *children)}
-        broken = {names[f["document"]] for f in report.failed[failed_before:] if f.get("document") in names}
-        store.refresh()
-        for tenant, pairs in switching.items():
-            ok = [p for p in pairs if (tenant, p[0]) not in broken]
-            bad = [p for p in pairs if (tenant, p[0]) in broken]
-            retired = store.commit(tenant, ok) if ok else []
-            for source_id, version in ok:
-                old = next((v for s, v in retired if s == source_id), None)
-                report.switched.append(
-                    {"tenant_id": tenant, "source_id": source_id, "version": version, "retired": old or ""}
+    names = {c.source_path or c.source_id: (c.tenant_id, c.source_id) for c in (*parents, *children)}
+    broken = {names[f["document"]] for f in report.failed[failed_before:] if f.get("document") in names}
+    store.refresh()
+    for tenant, pairs in switching.items():
+        ok = [p for p in pairs if (tenant, p[0]) not in broken]
+        bad = [p for p in pairs if (tenant, p[0]) in broken]
+        retired = store.commit(tenant, ok) if ok else []
+        for source_id, version in ok:
+            old = next((v for s, v in retired if s == source_id), None)
+            report.switched.append(
+                {"tenant_id": tenant, "source_id": source_id, "version": version, "retired": old or ""}
+            )
+        purged = store.purge(tenant, [*retired, *bad])
+        if not purged.clean:
+            for source_id, version in [*retired, *bad]:
+                report.warnings.append(
+                    {
+                        "document": source_id,
+                        "field": "source_version",
+                        "reason": f"old version {version} not fully deleted ({purged.describe()}); it stays "
+                        "hidden and is never served; re-ingest or run delete-source to remove it",
+                    }
                 )
-            purged = store.purge(tenant, [*retired, *bad])
-            if not purged.clean:
-                for source_id, version in [*retired, *bad]:
-                    report.warnings.append(
-                        {
-                            "document": source_id,
-                            "field": "source_version",
-                            "reason": f"old version {version} not fully deleted ({purged.describe()}); it stays "
-                            "hidden and is never served; re-ingest or run delete-source to remove it",
-                        }
-                    )
-            for source_id, old in retired:
-                for listener in listeners:
-                    listener.on_retired(tenant, source_id, old)
+        for source_id, old in retired:
+            for listener in listeners:
+                listener.on_retired(tenant, source_id, old)
     report.timings["index"] += time.perf_counter() - t0
     return report
 
@@ -416,13 +413,8 @@ def delete_source(
         source_id: The source.
         listeners: Told that the source is gone.
 
-    Raises:
-        InputError: The backend has no lineage support.
     """
-    store = version_store(backend)
-    if store is None:
-        raise InputError(source_id, "backend", f"{type(backend).__name__} cannot delete sources")
-    result = store.delete_source(tenant_id, source_id)
+    result = backend.version_store().delete_source(tenant_id, source_id)
     for listener in listeners:
         listener.on_deleted(tenant_id, source_id)
     return result

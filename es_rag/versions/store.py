@@ -1,37 +1,17 @@
-"""Version switches and lineage deletes on each backend (the state machine is :mod:`es_rag.versions.registry`).
-
-:class:`EsVersionStore` sends the registry GET/PUT (optimistic concurrency, retried on 409), the
-refresh, and the ``_delete_by_query`` / ``_count`` requests built by :mod:`es_rag.versions.registry`;
-:class:`EmbeddedVersionStore` applies the same transitions to the embedded backend's registry
-(persisted in ``versions.json`` by ``save()``).
+"""What a backend's version store does (the state machine is :mod:`es_rag.versions.registry`): the
+:class:`VersionStore` protocol, the transitions every store shares (:class:`RegistryOps`) and the result
+of a purge. The stores live with their backends: :class:`es_rag.elasticsearch.versions.EsVersionStore`
+(registry GET/PUT with optimistic concurrency, refresh, ``_delete_by_query``) and
+:class:`es_rag.embedded.versions.EmbeddedVersionStore`; ``backend.version_store()`` returns its own.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from es_rag.errors import ClusterError
-from es_rag.es_request import EsRequest
-from es_rag.versions.registry import (
-    RegistryState,
-    lineage_count_requests,
-    purge_requests,
-    refresh_request,
-    registry_get_request,
-    registry_put_request,
-    task_request,
-    version_key,
-)
-
-PURGE_ATTEMPTS = 3
-"""``_delete_by_query`` rounds before giving up on documents that keep conflicting (each after a refresh)."""
-TASK_TIMEOUT_S = 600.0
-"""How long a delete-by-query task may run before es_rag stops waiting (the task itself goes on)."""
-TASK_POLL_S = 30.0
-"""Server-side wait of one ``GET _tasks/<id>`` poll."""
+from es_rag.versions.registry import RegistryState, version_key
 
 
 @dataclass
@@ -100,7 +80,7 @@ class VersionStore(Protocol):
         ...
 
 
-class _RegistryOps:
+class RegistryOps:
     """The registry transitions both stores share; each store supplies ``_update`` (read, change, write
     back: one registry document write on Elasticsearch, one assignment on the embedded backend)."""
 
@@ -143,233 +123,3 @@ class _RegistryOps:
             return sorted(retired)
 
         return list(self._update(tenant_id, change))
-
-
-class EsVersionStore(_RegistryOps):
-    """Registry and lineage operations over an :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend`.
-
-    Args:
-        backend: The backend (its ``send`` and ``settings`` are used).
-        max_attempts: Registry writes retried on a version conflict (HTTP 409) this many times.
-    """
-
-    def __init__(self, backend: Any, *, max_attempts: int = 5) -> None:
-        self.backend = backend
-        self.settings = backend.settings
-        self.max_attempts = max_attempts
-
-    def _read(self, tenant_id: str) -> tuple[RegistryState, int | None, int | None]:
-        resp = self.backend.send(registry_get_request(self.settings, tenant_id), ignore=(404,))
-        if isinstance(resp, dict) and "error" in resp:
-            raise ClusterError(
-                f"version registry {self.settings.index.prefix}-versions is unreadable (run `es-rag setup`)",
-                status=404,
-                response=resp,
-            )
-        if not isinstance(resp, dict) or not resp.get("found"):
-            return RegistryState(tenant_id), None, None
-        return RegistryState.from_doc(tenant_id, resp.get("_source")), resp.get("_seq_no"), resp.get("_primary_term")
-
-    def _update(self, tenant_id: str, change: Callable[[RegistryState], Any]) -> Any:
-        for attempt in range(self.max_attempts):
-            state, seq_no, term = self._read(tenant_id)
-            result = change(state)
-            try:
-                self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
-                return result
-            except ClusterError as exc:
-                if exc.status != 409 or attempt + 1 == self.max_attempts:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def state(self, tenant_id: str) -> RegistryState:
-        """The tenant's registry.
-
-        Args:
-            tenant_id: The tenant.
-        """
-        return self._read(tenant_id)[0]
-
-    def refresh(self) -> None:
-        """Refresh the chunk and parent indices."""
-        self.backend.send(refresh_request(self.settings))
-
-    def _delete(self, request: EsRequest) -> PurgeResult:
-        """Run one ``_delete_by_query`` as a task and wait for its result. Without the ``monitor`` privilege
-        (``GET _tasks`` answers 403) the same delete runs again in the foreground: deleting by query twice is
-        harmless."""
-        started = self.backend.send(request)
-        if not (isinstance(started, dict) and "task" in started):
-            return _purge_result(started)
-        deadline = time.monotonic() + TASK_TIMEOUT_S
-        while True:
-            try:
-                got = self.backend.send(
-                    task_request(str(started["task"]), wait_s=TASK_POLL_S), timeout=TASK_POLL_S + 30
-                )
-            except ClusterError as exc:
-                if exc.status != 403:
-                    raise
-                foreground = EsRequest(
-                    request.method,
-                    request.path.replace("wait_for_completion=false", "wait_for_completion=true"),
-                    request.body,
-                )
-                return _purge_result(self.backend.send(foreground, timeout=TASK_TIMEOUT_S))
-            if got.get("completed"):
-                if got.get("error"):
-                    raise ClusterError(
-                        f"delete-by-query task {started['task']} failed: {got['error'].get('reason', got['error'])}",
-                        response=got,
-                    )
-                return _purge_result(got.get("response") or {})
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"delete-by-query task {started['task']} still running after {TASK_TIMEOUT_S:.0f} s; it goes on "
-                    "in the cluster (GET _tasks/<id>), the registry was not changed"
-                )
-
-    def _delete_all(self, requests: Callable[[], list[EsRequest]]) -> PurgeResult:
-        """Rounds of deletes until none conflicts (a refresh before each retry), at most ``PURGE_ATTEMPTS``."""
-        total = PurgeResult()
-        for attempt in range(PURGE_ATTEMPTS):
-            if attempt:
-                self.refresh()
-            rnd = PurgeResult()
-            for req in requests():
-                one = self._delete(req)
-                rnd.deleted += one.deleted
-                rnd.conflicts += one.conflicts
-                rnd.failures.extend(one.failures)
-            total.deleted += rnd.deleted
-            total.conflicts, total.failures = rnd.conflicts, rnd.failures
-            if rnd.clean:
-                break
-        return total
-
-    def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
-        """Delete these versions' documents; drop their keys from ``hidden`` only after a clean delete (a
-        conflicting document would otherwise be served again), else keep them hidden and say so.
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, version)`` to delete.
-        """
-        if not pairs:
-            return PurgeResult()
-        keys = [version_key(s, v) for s, v in pairs]
-        result = self._delete_all(lambda: purge_requests(self.settings, tenant_id, keys=keys))
-        if result.clean:
-            self._update(tenant_id, lambda st: st.forget(keys))
-        else:
-            result.kept_hidden = keys
-        return result
-
-    def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
-        """Delete every child and parent of a source (all versions) and count what remains. After a clean delete
-        the source leaves the registry; otherwise its active version joins ``hidden`` so nothing that remains is
-        served.
-
-        Args:
-            tenant_id: The tenant.
-            source_id: The source.
-        """
-        result = self._delete_all(lambda: purge_requests(self.settings, tenant_id, source_id=source_id))
-        change = RegistryState.drop_source if result.clean else RegistryState.hide_source
-        self._update(tenant_id, lambda st: change(st, source_id))
-        chunks_req, parents_req = lineage_count_requests(self.settings, tenant_id, source_id)
-        remaining = {
-            "chunks": int(self.backend.send(chunks_req).get("count", 0)),
-            "parents": int(self.backend.send(parents_req).get("count", 0)),
-        }
-        return {
-            "deleted": result.deleted,
-            "remaining": remaining,
-            "conflicts": result.conflicts,
-            "failures": result.failures,
-        }
-
-
-def _purge_result(resp: Any) -> PurgeResult:
-    """A ``_delete_by_query`` response (``BulkByScrollResponse``) as a :class:`PurgeResult`."""
-    resp = resp if isinstance(resp, dict) else {}
-    failures = []
-    for f in resp.get("failures") or []:
-        cause = f.get("cause") or f.get("reason") or {}
-        failures.append(
-            f"{f.get('id', f.get('index', '?'))}: {cause.get('reason', cause) if isinstance(cause, dict) else cause}"
-        )
-    return PurgeResult(
-        deleted=int(resp.get("deleted", 0)), conflicts=int(resp.get("version_conflicts", 0)), failures=failures
-    )
-
-
-class EmbeddedVersionStore(_RegistryOps):
-    """The same transitions on an :class:`~es_rag.embedded.backend.EmbeddedBackend` (single process:
-    each transition is applied under the GIL in one assignment of the tenant's registry).
-
-    Args:
-        backend: The embedded backend.
-    """
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    def state(self, tenant_id: str) -> RegistryState:
-        """The tenant's registry.
-
-        Args:
-            tenant_id: The tenant.
-        """
-        return RegistryState.from_doc(tenant_id, self.backend.versions.get(tenant_id))
-
-    def _update(self, tenant_id: str, change: Callable[[RegistryState], Any]) -> Any:
-        st = self.state(tenant_id)
-        result = change(st)
-        self.backend.versions[tenant_id] = st.to_doc()
-        return result
-
-    def refresh(self) -> None:
-        """Nothing to do: embedded writes are visible at once."""
-
-    def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
-        """Delete these versions' documents and drop their keys from ``hidden`` (nothing conflicts in one process).
-
-        Args:
-            tenant_id: The tenant.
-            pairs: ``(source_id, version)``.
-        """
-        if not pairs:
-            return PurgeResult()
-        keys = [version_key(s, v) for s, v in pairs]
-        deleted = int(self.backend.delete_source(None, tenant_id=tenant_id, version_keys=set(keys)))
-        self._update(tenant_id, lambda st: st.forget(keys))
-        return PurgeResult(deleted=deleted)
-
-    def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
-        """Delete every child and parent of a source and count what remains.
-
-        Args:
-            tenant_id: The tenant.
-            source_id: The source.
-        """
-        deleted = int(self.backend.delete_source(source_id, tenant_id=tenant_id))
-        self._update(tenant_id, lambda st: st.drop_source(source_id))
-        remaining = self.backend.lineage_counts(tenant_id, source_id)
-        return {"deleted": deleted, "remaining": remaining, "conflicts": 0, "failures": []}
-
-
-def version_store(backend: Any) -> VersionStore | None:
-    """The version store of ``backend``, or None for a backend without version support.
-
-    Args:
-        backend: An Elasticsearch or embedded backend.
-    """
-    from es_rag.elasticsearch.backend import ElasticsearchBackend
-    from es_rag.embedded.backend import EmbeddedBackend
-
-    if isinstance(backend, ElasticsearchBackend):
-        return EsVersionStore(backend)
-    if isinstance(backend, EmbeddedBackend):
-        return EmbeddedVersionStore(backend)
-    return None

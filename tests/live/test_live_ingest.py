@@ -13,10 +13,10 @@ import pytest
 
 from es_rag.chunking import StructureChunker
 from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, delete_source, ingest_documents
-from es_rag.versions.store import EsVersionStore
 
 pytestmark = pytest.mark.live
 

@@ -20,12 +20,12 @@ from es_rag.elasticsearch.backend import (
     ElasticsearchBackend,
     is_licence_refusal,
 )
+from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from es_rag.versions.store import EsVersionStore
 from tests.double.client import strict_backend
 from tests.double.cluster import Role, StrictCluster
 from tests.fakes import rejected_execution_error, rrf_license_error, unauthorized_error

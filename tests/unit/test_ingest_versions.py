@@ -13,6 +13,7 @@ import pytest
 from es_rag.chunking import StructureChunker, make_chunker
 from es_rag.cli import main
 from es_rag.elasticsearch.backend import ElasticsearchBackend
+from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.encoders.embedder import SentenceTransformerEmbedder
 from es_rag.errors import ClusterError
@@ -20,7 +21,6 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.settings import Settings
 from es_rag.versions.registry import RegistryState, VersionGate
-from es_rag.versions.store import EsVersionStore
 from tests.spec.bodies import RecordingClient
 
 

@@ -6,15 +6,13 @@ import pytest
 
 from es_rag.elasticsearch.assets import search_template_source
 from es_rag.elasticsearch.bodies import (
-    channel_plan,
-    extract_identifiers,
-    identifier_tokens,
     native_rrf_body,
     render_search_template,
     search_requests,
     search_template_params,
 )
 from es_rag.filters import SearchFilter
+from es_rag.query import channel_plan, extract_identifiers, identifier_tokens
 from es_rag.settings import Settings
 
 FLT = SearchFilter("acme", ("support",), metadata={"source_id": ("faq",)})

@@ -18,10 +18,11 @@ import pytest
 
 from es_rag.elasticsearch.assets import CHUNK_PIPELINE_ASSET, render_asset, setup_requests
 from es_rag.elasticsearch.backend import locate_server_chunk, semantic_text_support
-from es_rag.elasticsearch.bodies import channel_plan, search_requests
+from es_rag.elasticsearch.bodies import search_requests
 from es_rag.errors import ConfigError, InputError
 from es_rag.filters import SearchFilter
 from es_rag.ingest import section_units
+from es_rag.query import channel_plan
 from es_rag.records import Chunk, Hit
 from es_rag.settings import SEMANTIC_FIELD, Settings, VectorMode
 from tests.double.ingest import InferenceEndpoint, IngestContext, parse_pipeline, run_pipeline
