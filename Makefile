@@ -28,10 +28,12 @@ demo: install
 test: install-dev spec-deps
 	$(BIN)/ruff check es_rag tests
 	$(BIN)/mypy es_rag
+	$(BIN)/lint-imports
 	bash scripts/run-tests.sh
 
 lint: install-dev
 	$(BIN)/ruff check es_rag tests
+	$(BIN)/lint-imports
 
 typecheck: install-dev
 	$(BIN)/mypy es_rag

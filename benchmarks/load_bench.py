@@ -28,7 +28,7 @@ from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from tests.reliability.corpus import (
+from tests.support.corpus import (
     DIMS,
     TENANTS,
     Corpus,

@@ -127,7 +127,7 @@ def main() -> None:
             note = f"--model {model_dir} did not load ({exc}); "
             model_dir = None
     if not model_dir:
-        from tests.models_factory import build_tiny_cross_encoder
+        from tests.support.models_factory import build_tiny_cross_encoder
 
         model_dir = str(build_tiny_cross_encoder(Path(tempfile.mkdtemp(prefix="bench-ce-"))))
         note += "using a TINY UNTRAINED cross-encoder (no trained model given): nDCG shows path agreement only"

@@ -12,14 +12,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def tiny_bi_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.models_factory import build_tiny_bi_encoder
+    from tests.support.models_factory import build_tiny_bi_encoder
 
     return build_tiny_bi_encoder(tmp_path_factory.mktemp("tiny-bi"))
 
 
 @pytest.fixture(scope="session")
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.models_factory import build_tiny_cross_encoder
+    from tests.support.models_factory import build_tiny_cross_encoder
 
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
 

@@ -1,1 +1,2 @@
-"""The strict Elasticsearch double (see :mod:`tests.double.cluster`)."""
+"""Tests of the strict cluster double itself (its rules, and its replay of Elasticsearch's REST YAML tests);
+the double lives in tests/support/double."""

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.double.cluster import Role, StrictCluster
-from tests.double.glob import globs_intersect
-from tests.double.ingest import (
+from tests.support.double.cluster import Role, StrictCluster
+from tests.support.double.glob import globs_intersect
+from tests.support.double.ingest import (
     InferenceEndpoint,
     IngestContext,
     IngestFailure,
@@ -553,7 +553,7 @@ def test_every_response_carries_the_product_header_over_http() -> None:
     import urllib.error
     import urllib.request
 
-    from tests.double.http import serve
+    from tests.support.double.http import serve
 
     with serve(StrictCluster()) as url:
         with urllib.request.urlopen(url + "/") as resp:

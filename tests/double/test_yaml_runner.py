@@ -1,4 +1,4 @@
-"""The YAML replay runner (``tests/double/yaml_runner.py``) on small cases written here, and the replay of
+"""The YAML replay runner (``tests/support/double/yaml_runner.py``) on small cases written here, and the replay of
 Elasticsearch's own REST YAML tests when ``ES_YAML_TESTS`` points at a folder holding them (they are not part of
 this repository: ``scripts/replay-es-yaml.py`` documents how they are laid out)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.double.cluster import StrictCluster
-from tests.double.yaml_runner import (
+from tests.support.double.cluster import StrictCluster
+from tests.support.double.yaml_runner import (
     CHANGES,
     KNOWN_FAILURES,
     CaseResult,
@@ -338,7 +338,7 @@ def test_known_failures_name_documented_changes() -> None:
 )
 def test_replay_elasticsearch_yaml_tests() -> None:
     """No case of Elasticsearch's own tests FAILs on the double except the documented ones
-    (:data:`~tests.double.yaml_runner.KNOWN_FAILURES`, each naming the change it needs); a documented case that
+    (:data:`~tests.support.double.yaml_runner.KNOWN_FAILURES`, each naming the change it needs); a documented case that
     passes must leave the list."""
     root = Path(os.environ["ES_YAML_TESTS"])
     results = run_tree(root)

@@ -14,9 +14,9 @@ import pytest
 
 import es_rag.selftest as selftest
 from es_rag.cli import main
-from tests.double.cluster import Role, StrictCluster
-from tests.double.http import serve
-from tests.double.ingest import InferenceEndpoint
+from tests.support.double.cluster import Role, StrictCluster
+from tests.support.double.http import serve
+from tests.support.double.ingest import InferenceEndpoint
 
 E5 = ".multilingual-e5-small-elasticsearch"
 

@@ -25,17 +25,11 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from es_rag.elasticsearch.assets import setup_paths  # noqa: E402
 from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
-from es_rag.es_request import EsRequest  # noqa: E402
 from es_rag.settings import Settings  # noqa: E402
+from tests.support.live import SKIP_REASON, TEST_PREFIX, delete_created_assets, live_settings_for  # noqa: E402
 
 LIVE_DIR = Path(__file__).resolve().parent
-TEST_PREFIX = "es-rag-test-"
-SKIP_REASON = (
-    "live Elasticsearch suite: set ES_URL (credentials from ES_API_KEY or "
-    "ES_USERNAME/ES_PASSWORD) to run it against a real cluster"
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,31 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("live") and LIVE_DIR in Path(item.path).resolve().parents:
             item.add_marker(skip)
-
-
-def live_settings_for(prefix: str) -> Settings:
-    """Small settings for hand-made 4-dimensional vectors."""
-    return Settings(
-        index_prefix=prefix,
-        vector_dims=4,
-        candidate_k=10,
-        num_candidates=20,
-        rerank_k=5,
-        context_k=3,
-        rerank_model=None,
-    )
-
-
-def delete_created_assets(backend: ElasticsearchBackend) -> None:
-    """Delete what ``setup()`` created under the throw-away prefix, dependants first."""
-    s = backend.settings
-    if not s.index.prefix.startswith(TEST_PREFIX):  # never touch anything that is not ours
-        raise AssertionError(f"refusing to clean up non-test prefix {s.index.prefix!r}")
-    for index in (s.chunk_index, s.parent_index, f"{s.index.prefix}-versions"):
-        backend.send(EsRequest("DELETE", index), ignore=(404,))
-    # stored script, index templates, component templates, then pipelines (setup order reversed)
-    for path in reversed(setup_paths(s)):
-        backend.send(EsRequest("DELETE", path), ignore=(404,))
 
 
 @pytest.fixture(scope="module")

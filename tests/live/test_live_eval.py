@@ -12,8 +12,8 @@ import pytest
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.evaluation.run import evaluate
 from es_rag.settings import Settings
-from tests.live.conftest import SKIP_REASON, TEST_PREFIX, delete_created_assets
-from tests.unit.test_evaluation import write_beir
+from tests.support.beir import write_beir
+from tests.support.live import SKIP_REASON, TEST_PREFIX, delete_created_assets
 
 pytestmark = pytest.mark.live
 

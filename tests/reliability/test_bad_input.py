@@ -15,8 +15,8 @@ from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.errors import InputError
 from es_rag.ingest import MAX_FILE_BYTES, IngestReport, decode_source, ingest_documents, load_files
 from es_rag.settings import Settings
-from tests.reliability.corpus import DIMS, RandomEmbedder
-from tests.reliability.es_cluster import cluster_backend
+from tests.support.corpus import DIMS, RandomEmbedder
+from tests.support.es_cluster import cluster_backend
 
 GOOD_JSONL = [
     {"id": "j-ok-1", "text": "first good line about sync errors"},

@@ -1,7 +1,7 @@
 """Faults: each has a defined behaviour (fallback, bounded retry or a clear error) and a test.
 
-The Elasticsearch cases use the real client with its transport swapped for :class:`tests.fakes.FakeNode`
-answering the real error responses (or :class:`tests.reliability.es_cluster.FakeCluster` evaluating the
+The Elasticsearch cases use the real client with its transport swapped for :class:`tests.support.es_transport.FakeNode`
+answering the real error responses (or :class:`tests.support.es_cluster.FakeCluster` evaluating the
 bodies). Live-cluster versions sit in ``tests/live/``.
 """
 
@@ -23,8 +23,7 @@ from es_rag.errors import ClusterError, ClusterTimeout, ModelLoadError
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from tests.fakes import bulk_actions, bulk_item_rejected, bulk_responder, rejected_execution_error
-from tests.reliability.corpus import (
+from tests.support.corpus import (
     DIMS,
     BrokenEmbedder,
     OverlapReranker,
@@ -33,7 +32,8 @@ from tests.reliability.corpus import (
     check_no_leak,
     random_corpus,
 )
-from tests.reliability.es_cluster import cluster_backend
+from tests.support.es_cluster import cluster_backend
+from tests.support.es_transport import bulk_actions, bulk_item_rejected, bulk_responder, rejected_execution_error
 
 S = Settings(vector_dims=DIMS, candidate_k=8, num_candidates=16, rerank_k=8, context_k=4, token_budget=400)
 
@@ -85,7 +85,7 @@ def test_settings_request_timeout_reaches_every_request(monkeypatch: pytest.Monk
     backend = es_mod.ElasticsearchBackend.connect("http://localhost:9", Settings(request_timeout=2.5))
     assert backend.client._request_timeout == 2.5
     # the same client option, on a client whose node records what the transport hands it
-    from tests.fakes import FakeNode
+    from tests.support.es_transport import FakeNode
 
     seen: list[Any] = []
     original = FakeNode.perform_request

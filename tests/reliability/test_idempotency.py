@@ -15,8 +15,8 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, delete_source, ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from tests.reliability.corpus import DIMS, OverlapReranker, RandomEmbedder, WordTokenizer
-from tests.reliability.es_cluster import cluster_backend
+from tests.support.corpus import DIMS, OverlapReranker, RandomEmbedder, WordTokenizer
+from tests.support.es_cluster import cluster_backend
 
 S = Settings(vector_dims=DIMS, candidate_k=8, num_candidates=16, rerank_k=8, context_k=4, token_budget=400)
 TEXT = "# Guide\n\n## Sync\n\nThe sync engine retries E1042.\n\n## Wipe\n\nRemote wipe needs a token.\n"

@@ -1,6 +1,6 @@
 """Tenant / ACL / version isolation on every retrieval path, >= 1,000 random queries per path, zero leaks.
 
-Hypothesis draws the seeds of random corpora (:func:`tests.reliability.corpus.random_corpus`: three tenants
+Hypothesis draws the seeds of random corpora (:func:`tests.support.corpus.random_corpus`: three tenants
 sharing source ids, versions and parent ids, ACL groups, hidden versions, deleted sources, children that
 point at another tenant's parent). Each corpus is indexed, then random queries run through the real
 :class:`~es_rag.pipeline.RagPipeline` and every candidate, selected hit, expanded parent/neighbour, citation
@@ -8,7 +8,7 @@ and the packed context text are checked against an independent oracle (:func:`co
 
 Embedded backend paths: client RRF, dense down (query embedding fails), reranker down (model cannot load),
 reranked (a deterministic scorer), exact channel, parent expansion, neighbour expansion.
-Elasticsearch backend paths (real client, :class:`tests.reliability.es_cluster.FakeCluster` evaluating the
+Elasticsearch backend paths (real client, :class:`tests.support.es_cluster.FakeCluster` evaluating the
 bodies, so a body that forgets a clause leaks): native rrf, client rrf over ``_msearch`` (Basic licence),
 dense down, 403 licence fallback, exact channel, parent and neighbour expansion.
 """
@@ -33,9 +33,7 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from tests.double.cluster import StrictCluster
-from tests.fakes import bulk_actions
-from tests.reliability.corpus import (
+from tests.support.corpus import (
     DIMS,
     TENANTS,
     BrokenEmbedder,
@@ -50,7 +48,9 @@ from tests.reliability.corpus import (
     random_query,
     visible,
 )
-from tests.reliability.es_cluster import cluster_backend
+from tests.support.double.cluster import StrictCluster
+from tests.support.es_cluster import cluster_backend
+from tests.support.es_transport import bulk_actions
 
 MIN_QUERIES = 1000
 EXAMPLES = 26

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.load_bench import build_pipeline, run_load
 from es_rag.filters import SearchFilter
-from tests.reliability.corpus import TENANTS, random_groups, random_query
+from tests.support.corpus import TENANTS, random_groups, random_query
 
 
 def test_concurrent_searches_complete_without_errors_and_match_sequential_results() -> None:

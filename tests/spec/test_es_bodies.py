@@ -25,7 +25,7 @@ from es_rag.settings import SEMANTIC_FIELD, Settings, VectorMode
 from tests.support.spec_check import SpecCase, TscResult, misspell_one_key, run_tsc
 
 try:  # rootdir-relative import when tests/ is importable, else pytest's rootdir-less "prepend" mode
-    from tests.spec.bodies import (
+    from tests.support.spec_bodies import (
         FILTERS,
         QUERY,
         SETUP_VARIANTS,

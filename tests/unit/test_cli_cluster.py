@@ -10,9 +10,9 @@ import pytest
 from es_rag.cli import build_parser, main
 from es_rag.cli.options import connection_kwargs
 from es_rag.settings import Settings
-from tests.double.client import strict_backend
-from tests.double.cluster import Role, StrictCluster
-from tests.double.http import serve
+from tests.support.double.client import strict_backend
+from tests.support.double.cluster import Role, StrictCluster
+from tests.support.double.http import serve
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -144,7 +144,7 @@ def test_each_documented_role_is_enough_for_its_use(use: str) -> None:
     from es_rag.elasticsearch.backend import ROLE_PRIVILEGES
     from es_rag.filters import SearchFilter
     from es_rag.pipeline import RagPipeline
-    from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+    from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
 
     s = Settings(vector_dims=DIMS, rerank_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
     need = ROLE_PRIVILEGES[use]

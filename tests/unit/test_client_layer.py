@@ -26,10 +26,10 @@ from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from tests.double.client import strict_backend
-from tests.double.cluster import Role, StrictCluster
-from tests.fakes import rejected_execution_error, rrf_license_error, unauthorized_error
-from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+from tests.support.double.client import strict_backend
+from tests.support.double.cluster import Role, StrictCluster
+from tests.support.es_transport import rejected_execution_error, rrf_license_error, unauthorized_error
 
 S = Settings(vector_dims=DIMS, rerank_model=None, candidate_k=10, num_candidates=20, rerank_k=10, context_k=3)
 

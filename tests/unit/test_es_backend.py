@@ -1,7 +1,7 @@
 """Unit tests of :class:`es_rag.elasticsearch.backend.ElasticsearchBackend` against a fake node.
 
 The client is a real ``elasticsearch.Elasticsearch`` 9.x; only its node is replaced by
-:class:`tests.fakes.FakeNode`, which records every request and answers canned bodies shaped like real
+:class:`tests.support.es_transport.FakeNode`, which records every request and answers canned bodies shaped like real
 Elasticsearch responses. So these tests see what goes on the wire (paths, NDJSON lines, headers) and
 exercise the client's own serialisation, retries and ``helpers.streaming_bulk``.
 """
@@ -30,7 +30,7 @@ from es_rag.errors import ClusterError, ConfigError  # noqa: E402
 from es_rag.filters import SearchFilter  # noqa: E402
 from es_rag.records import Chunk  # noqa: E402
 from es_rag.settings import Settings  # noqa: E402
-from tests.fakes import (  # noqa: E402
+from tests.support.es_transport import (  # noqa: E402
     FakeNode,
     RecordedRequest,
     acknowledged,
@@ -882,7 +882,7 @@ def test_fake_8x_server_rejects_compat_9_headers_like_a_real_one() -> None:
 
 def test_fake_records_requests_it_cannot_route() -> None:
     """The fake never invents an answer: an unrouted request fails the test loudly."""
-    from tests.fakes import UnroutedRequest
+    from tests.support.es_transport import UnroutedRequest
 
     backend, node = make_backend(SETTINGS, routes={})
     with pytest.raises(UnroutedRequest):

@@ -1,8 +1,8 @@
 """``es-rag eval --es``: the corpus goes through setup, the ingest pipeline and the version registry of a
 (fake) cluster, every query runs there, and the stage metrics equal the embedded mirror's.
 
-The fake node (``tests/fakes.py``: the real ``elasticsearch`` client over a routed fake node) answers each
-``_msearch`` search with the embedded backend's results for the same query, so what is tested is the
+The fake node (``tests/support/es_transport.py``: the real ``elasticsearch`` client over a routed fake node) answers
+each ``_msearch`` search with the embedded backend's results for the same query, so what is tested is the
 plumbing es_rag owns: what is written, which requests are sent (client fusion, filters), how hits come
 back and are scored. What only a real cluster proves (Lucene's BM25, HNSW recall) is in ``tests/live``.
 """
@@ -22,7 +22,8 @@ from es_rag.errors import ConfigError
 from es_rag.evaluation.run import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index, evaluate, load_beir
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
-from tests.fakes import (
+from tests.support.beir import write_beir
+from tests.support.es_transport import (
     RecordedRequest,
     acknowledged,
     bulk_actions,
@@ -34,7 +35,6 @@ from tests.fakes import (
     msearch_response,
     search_response,
 )
-from tests.unit.test_evaluation import write_beir
 
 
 @pytest.fixture(scope="module")

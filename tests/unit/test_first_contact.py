@@ -21,10 +21,10 @@ from es_rag.ingest import ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings, Similarity
 from es_rag.versions.registry import VersionGate, registry_index
-from tests.double.client import strict_backend
-from tests.double.cluster import StrictCluster
-from tests.double.ingest import InferenceEndpoint
-from tests.reliability.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
+from tests.support.double.client import strict_backend
+from tests.support.double.cluster import StrictCluster
+from tests.support.double.ingest import InferenceEndpoint
 
 E5 = ".multilingual-e5-small-elasticsearch"
 MODES = {

@@ -21,7 +21,7 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.settings import Settings
 from es_rag.versions.registry import RegistryState, VersionGate
-from tests.spec.bodies import RecordingClient
+from tests.support.spec_bodies import RecordingClient
 
 
 @pytest.fixture(scope="module")

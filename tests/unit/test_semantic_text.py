@@ -25,8 +25,8 @@ from es_rag.ingest import section_units
 from es_rag.query import channel_plan
 from es_rag.records import Chunk, Hit
 from es_rag.settings import SEMANTIC_FIELD, Settings, VectorMode
-from tests.double.ingest import InferenceEndpoint, IngestContext, parse_pipeline, run_pipeline
-from tests.fakes import (
+from tests.support.double.ingest import InferenceEndpoint, IngestContext, parse_pipeline, run_pipeline
+from tests.support.es_transport import (
     cluster_routes,
     hit,
     make_backend,
@@ -324,7 +324,7 @@ def test_locate_server_chunk_keeps_the_section_when_the_chunk_is_not_a_span_of_t
 
 
 def test_index_in_semantic_mode_sends_no_vector_and_leaves_the_field_to_the_pipeline() -> None:
-    from tests.fakes import bulk_actions, bulk_responder
+    from tests.support.es_transport import bulk_actions, bulk_responder
 
     backend, node = make_backend(SEM, cluster_routes(SEM))
     node.route("PUT|POST", r"/_bulk", bulk_responder())

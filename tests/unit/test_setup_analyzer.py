@@ -1,5 +1,5 @@
 """``analyzer=auto`` resolution, the stored search template in setup, and what ``doctor`` reports about
-both, against the fake node of :mod:`tests.fakes` (real client, canned cluster answers)."""
+both, against the fake node of :mod:`tests.support.es_transport` (real client, canned cluster answers)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from es_rag.elasticsearch.assets import (  # noqa: E402
 from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
 from es_rag.errors import ConfigError  # noqa: E402
 from es_rag.settings import Analyzer, Settings  # noqa: E402
-from tests.fakes import FakeNode, acknowledged, cluster_routes, index_created, make_backend  # noqa: E402
+from tests.support.es_transport import FakeNode, acknowledged, cluster_routes, index_created, make_backend  # noqa: E402
 
 AUTO = Settings(analyzer="auto", rerank_model=None)
 KUROMOJI = ["analysis-icu", "analysis-kuromoji"]

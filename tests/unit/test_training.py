@@ -20,7 +20,7 @@ from es_rag.evaluation.train_reranker import (
 )
 from es_rag.records import Hit
 from es_rag.settings import Settings
-from tests.unit.test_evaluation import write_beir
+from tests.support.beir import write_beir
 
 
 @pytest.fixture(scope="module")

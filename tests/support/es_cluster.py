@@ -12,9 +12,9 @@ from typing import Any
 
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.settings import Settings
-from tests.double.client import strict_backend
-from tests.double.cluster import StrictCluster
-from tests.fakes import FakeNode
+from tests.support.double.client import strict_backend
+from tests.support.double.cluster import StrictCluster
+from tests.support.es_transport import FakeNode
 
 
 def cluster_backend(

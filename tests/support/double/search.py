@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tests.double.errors import DoubleLimit, EsError, parse_error
-from tests.double.mapping import FieldSpec, vector_score
+from tests.support.double.errors import DoubleLimit, EsError, parse_error
+from tests.support.double.mapping import FieldSpec, vector_score
 
 SEARCH_SRC = "server/src/main/java/org/elasticsearch/search/builder/SearchSourceBuilder.java"
 QUERY_SRC = "server/src/main/java/org/elasticsearch/index/query/AbstractQueryBuilder.java"

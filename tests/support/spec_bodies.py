@@ -175,7 +175,7 @@ def _setup_kind_and_asset(path: str, settings: Settings) -> tuple[str, str]:
             if not name.startswith(settings.index.prefix + "-"):
                 raise AssertionError(f"setup request {path} does not carry the index prefix")
             return kind, file_prefix + name[len(settings.index.prefix) + 1 :]
-    raise AssertionError(f"setup request {path}: unknown kind; update tests/spec/bodies.py")
+    raise AssertionError(f"setup request {path}: unknown kind; update tests/support/spec_bodies.py")
 
 
 def _case(name: str, req: EsRequest) -> SpecCase:

@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.double.errors import DoubleLimit, EsError, parse_error
-from tests.double.glob import any_intersect, glob_match
-from tests.double.ingest import (
+from tests.support.double.errors import DoubleLimit, EsError, parse_error
+from tests.support.double.glob import any_intersect, glob_match
+from tests.support.double.ingest import (
     InferenceEndpoint,
     IngestContext,
     IngestFailure,
@@ -50,7 +50,7 @@ from tests.double.ingest import (
     run_pipeline,
     simulate_doc,
 )
-from tests.double.mapping import (
+from tests.support.double.mapping import (
     Analysis,
     Mapping_,
     flatten_settings,
@@ -59,8 +59,8 @@ from tests.double.mapping import (
     validate_document,
     validate_settings,
 )
-from tests.double.mustache import MustacheError, render_template
-from tests.double.search import IndexView, Searcher, compliance
+from tests.support.double.mustache import MustacheError, render_template
+from tests.support.double.search import IndexView, Searcher, compliance
 
 TEMPLATE_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataIndexTemplateService.java"
 CREATE_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataCreateIndexService.java"
@@ -303,7 +303,7 @@ class StrictCluster:
 
     # -- dispatch ----------------------------------------------------------------------------------------------
     def respond(self, req: Any) -> Response:
-        """Answer a :class:`tests.fakes.RecordedRequest` (a FakeNode route)."""
+        """Answer a :class:`tests.support.es_transport.RecordedRequest` (a FakeNode route)."""
         return self.handle(req.method, req.path, req.query, req.body, req.headers)
 
     def handle(

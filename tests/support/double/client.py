@@ -1,5 +1,6 @@
-"""Wire the strict double to es_rag: through the real ``elasticsearch`` client (a :class:`tests.fakes.FakeNode`
-whose every request the cluster answers) or over HTTP (:mod:`tests.double.http`)."""
+"""Wire the strict double to es_rag: through the real ``elasticsearch`` client (a
+:class:`tests.support.es_transport.FakeNode` whose every request the cluster answers) or over HTTP
+(:mod:`tests.support.double.http`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.settings import Settings
-from tests.double.cluster import StrictCluster
-from tests.fakes import FakeNode, make_client
+from tests.support.double.cluster import StrictCluster
+from tests.support.es_transport import FakeNode, make_client
 
 
 def attach(cluster: StrictCluster, node: FakeNode) -> FakeNode:

@@ -1,6 +1,6 @@
 """Tiny models built on the fly and saved to disk, then loaded through es_rag's real loading code.
 
-No model hub is reachable here: a WordPiece tokenizer is trained on a few texts, a 1-layer BERT
+No model hub is reachable here: a WordPiece tokenizer over a few texts' characters and words, a 1-layer BERT
 with random (seeded) weights becomes a sentence-transformers bi-encoder and a cross-encoder.
 """
 
@@ -19,16 +19,25 @@ SEED_TEXTS = [
 ]
 
 
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
 def _tokenizer(directory: Path):  # type: ignore[no-untyped-def]
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    """A WordPiece tokenizer with a fixed vocabulary: the special tokens, every character of the seed texts
+    (alone and as a ``##`` continuation) and every whole word, sorted. A trained WordPiece vocabulary breaks
+    frequency ties in hash order, which made the tiny models (and the tests that train them) differ per run."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
     from transformers import BertTokenizerFast
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    normalizer = normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    words = {w for text in SEED_TEXTS for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))}
+    chars = sorted({c for w in words for c in w})
+    vocab = [*SPECIAL_TOKENS, *chars, *(f"##{c}" for c in chars), *sorted(words - set(chars))]
+    tok = Tokenizer(models.WordPiece(vocab={token: i for i, token in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tok.train_from_iterator(SEED_TEXTS * 3, trainer)
     fast = BertTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",

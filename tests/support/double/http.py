@@ -1,6 +1,7 @@
-"""Serve a :class:`~tests.double.cluster.StrictCluster` over HTTP on loopback, so the real CLI (``es-rag selftest
---es http://127.0.0.1:PORT``) talks to it through its own client, sockets included. Every response carries
-``X-Elastic-Product: Elasticsearch`` and the ``compatible-with`` media type a 9.x/8.x node answers with."""
+"""Serve a :class:`~tests.support.double.cluster.StrictCluster` over HTTP on loopback, so the real CLI
+(``es-rag selftest --es http://127.0.0.1:PORT``) talks to it through its own client, sockets included.
+Every response carries ``X-Elastic-Product: Elasticsearch`` and the ``compatible-with`` media type a
+9.x/8.x node answers with."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.double.cluster import StrictCluster
+from tests.support.double.cluster import StrictCluster
 
 
 def _handler(cluster: StrictCluster, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:

@@ -18,7 +18,7 @@ an optional ``setup`` and ``teardown`` section and one document per test case, e
 Paths are dotted (``hits.hits.0._source.foo``, ``\\.`` escapes a dot); ``$name`` and ``${name}`` read the
 stash (``set``), ``$body`` the whole response.
 
-Every case runs on a fresh :class:`~tests.double.cluster.StrictCluster` (setup, case, teardown) at the newest
+Every case runs on a fresh :class:`~tests.support.double.cluster.StrictCluster` (setup, case, teardown) at the newest
 double version its ``requires`` / ``skip`` sections allow; the rank-rrf licence tests run on a ``basic``
 licence, the others on ``trial``. Outcomes: ``PASS``; ``FAIL`` with the failing step; ``SKIP`` with a reason:
 a requirement the double's versions do not meet, a runner feature it lacks, an API it does not map, or a
@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from tests.double.cluster import StrictCluster
+from tests.support.double.cluster import StrictCluster
 
 VERSIONS = ("9.5.0", "9.2.0", "9.1.0", "9.0.0", "8.18.0")
 """Versions the double emulates, newest first: a case runs on the first one its requirements allow."""

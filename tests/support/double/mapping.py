@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tests.double.errors import DoubleLimit, EsError
+from tests.support.double.errors import DoubleLimit, EsError
 
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
 SIMILARITY_SRC = "server/src/main/java/org/elasticsearch/index/similarity/SimilarityService.java"

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tests.double.errors import DoubleLimit, EsError
+from tests.support.double.errors import DoubleLimit, EsError
 
 CONFIG_SRC = "server/src/main/java/org/elasticsearch/ingest/ConfigurationUtils.java"
 KNOWN_PROCESSORS = {

@@ -1,0 +1,1 @@
+"""The strict Elasticsearch double (see :mod:`tests.support.double.cluster`)."""
