@@ -21,7 +21,7 @@ import numpy as np
 from ir_measures import nDCG
 
 from es_rag.embedded.analyzers import get_analyzer
-from es_rag.evaluation.run import load_beir
+from es_rag.evaluation.beir import load_beir
 
 
 def _long_to_int4(i: int) -> int:

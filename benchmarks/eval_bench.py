@@ -13,7 +13,7 @@ import math
 import random
 import time
 
-from es_rag.evaluation.run import metrics
+from es_rag.evaluation.metrics import metrics
 
 
 def synthetic(

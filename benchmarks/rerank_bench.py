@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from es_rag.cross_encoder.model import CrossEncoderReranker, ranking_text  # noqa: E402
 from es_rag.encoders.embedder import tokenizer_for  # noqa: E402
-from es_rag.evaluation.run import load_beir  # noqa: E402
+from es_rag.evaluation.beir import load_beir  # noqa: E402
 from es_rag.records import Hit  # noqa: E402
 from es_rag.stages.dedup import dedup_hits  # noqa: E402
 from es_rag.stages.gate import apply_gate  # noqa: E402
@@ -177,7 +177,7 @@ def main() -> None:
     tok = tokenizer_for("sentence-transformers/all-MiniLM-L6-v2")
     t0 = time.perf_counter()
     for (_q, hits), scores in zip(work, ours, strict=True):
-        kept = dedup_hits(hits).kept
+        kept = dedup_hits(hits).hits
         scored = sorted(
             (h.replace(semantic_score=s, final_score=s) for h, s in zip(kept, scores, strict=True)),
             key=lambda h: -(h.final_score or 0.0),
@@ -185,11 +185,11 @@ def main() -> None:
         gate = apply_gate(
             scored, [h.semantic_score or 0.0 for h in scored], threshold=None, cliff=0.3, margin=None, scale="raw"
         )
-        rel = np.asarray([h.final_score or 0.0 for h in gate.kept])
+        rel = np.asarray([h.final_score or 0.0 for h in gate.hits])
         span = float(rel.max() - rel.min()) if len(rel) else 0.0
         rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-        sel = select_context(gate.kept, None, lambda_mult=0.7, k=5, max_per_source=2, relevance=rel)
-        pack_context([gate.kept[i] for i in sel.chosen], tok, budget=1500)
+        sel = select_context(gate.hits, None, lambda_mult=0.7, k=5, max_per_source=2, relevance=rel)
+        pack_context([gate.hits[i] for i in sel.chosen], tok, budget=1500)
     t_post = time.perf_counter() - t0
     overhead = (t_es - t_fwd) + t_post
     print("\n2. post-retrieval overhead excluding model calls")

@@ -7,40 +7,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from es_rag.backend import Retrieval, SearchBackend
-from es_rag.cross_encoder.model import (
-    RANKING_TEXT_VERSION,
-    Calibration,
-    CrossEncoderReranker,
-    RerankOutput,
-    load_calibration,
-    order_by_scores,
-    ranking_text,
-)
-from es_rag.cross_encoder.result_cache import ResultCache, cache_key
+from es_rag.cross_encoder.model import Calibration, CrossEncoderReranker
+from es_rag.cross_encoder.result_cache import ResultCache
 from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.filters import SearchFilter
-from es_rag.records import Hit, Trace
+from es_rag.records import CHANNEL_SCORE_FIELD, Hit, StageRecord, Trace
 from es_rag.settings import Settings, VectorMode
-from es_rag.stages.boost import BusinessRules, business_rank
+from es_rag.stages import boost, expand, fusion, gate, pack, select
+from es_rag.stages.base import StageOutput
+from es_rag.stages.boost import BusinessRules
 from es_rag.stages.dedup import dedup_hits
-from es_rag.stages.expand import expand_neighbors, expand_parents
-from es_rag.stages.fusion import linear_fusion, reciprocal_rank_fusion
-from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE, GateDecision, apply_gate
-from es_rag.stages.pack import PROMPT_VERSION, PackedContext, pack_context
-from es_rag.stages.select import select_context
+from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
+from es_rag.stages.pack import PackedContext
+from es_rag.stages.rerank import RerankStage
 
 log = logging.getLogger(__name__)
-CHANNEL_SCORE = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
 
 
 @dataclass
@@ -96,51 +84,6 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
     }
 
 
-def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hit]:
-    """Client-side RRF over the channel lists with the same parameters as the native retriever.
-
-    Args:
-        channels: Per channel, hits best first.
-        settings: rank_constant, candidate_k (rank_window_size) and channel weights.
-    """
-    names = list(channels)
-    lists = [[h.chunk_id for h in channels[n]] for n in names]
-    weights = [settings.fusion.channel_weights.get(n, 1.0) for n in names]
-    if settings.fusion.method == "linear":
-        scored = [
-            [(h.chunk_id, float(getattr(h, CHANNEL_SCORE.get(n, "final_score")) or 0.0)) for h in channels[n]]
-            for n in names
-        ]
-        fused = linear_fusion(
-            scored,
-            rank_window_size=settings.retrieve.candidate_k,
-            weights=weights,
-            normalizer=settings.fusion.normalizer,
-        )
-    else:
-        fused = reciprocal_rank_fusion(
-            lists,
-            rank_constant=settings.fusion.rank_constant,
-            rank_window_size=settings.retrieve.candidate_k,
-            weights=weights,
-        )
-    by_id: dict[str, Hit] = {}
-    for name in names:
-        for h in channels[name]:
-            base = by_id.get(h.chunk_id, h)
-            attr = CHANNEL_SCORE.get(name)
-            by_id[h.chunk_id] = base.replace(**{attr: getattr(h, attr)}) if attr else base
-    out = []
-    for item in fused:
-        ranks = {names[i]: r for i, r in enumerate(item.ranks) if r is not None}
-        out.append(
-            by_id[item.id].replace(
-                rrf_score=item.score, ranks=ranks, retrieval_sources=tuple(ranks), final_score=item.score
-            )
-        )
-    return out
-
-
 class RagPipeline:
     """Runs every stage for one query against one backend.
 
@@ -183,9 +126,7 @@ class RagPipeline:
             if cache is not None
             else (ResultCache(settings.rerank.cache_size) if settings.rerank.cache_size > 0 else None)
         )
-        self._reranker_error: str | None = None
-        self._calibration: Calibration | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
         self._pack_tok: Tokenizer | None = None
         self._pack_tok_error: str | None = None
 
@@ -216,7 +157,7 @@ class RagPipeline:
             st.out_count = sum(len(v) for v in ret.channels.values()) if ret.fused is None else len(ret.fused)
             st.info["channels"] = {
                 name: [
-                    {"id": h.chunk_id, "rank": r, "score": getattr(h, CHANNEL_SCORE.get(name, "final_score"))}
+                    {"id": h.chunk_id, "rank": r, "score": getattr(h, CHANNEL_SCORE_FIELD.get(name, "final_score"))}
                     for r, h in enumerate(hits, start=1)
                 ]
                 for name, hits in ret.channels.items()
@@ -227,253 +168,20 @@ class RagPipeline:
         trace.paths["retrieval"] = ret.path
         return ret
 
-    def _fuse(self, ret: Retrieval, trace: Trace) -> list[Hit]:
-        with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
-            if ret.fused is not None:
-                fused = ret.fused
-                trace.paths["fusion"] = f"{ret.path} (Elasticsearch retriever)"
-            else:
-                fused = fuse_channels(ret.channels, self.settings)
-                trace.paths["fusion"] = (
-                    f"client-linear (normalizer={self.settings.fusion.normalizer}, "
-                    f"rank_window_size={self.settings.retrieve.candidate_k})"
-                    if self.settings.fusion.method == "linear"
-                    else f"client-rrf (rank_constant={self.settings.fusion.rank_constant}, "
-                    f"rank_window_size={self.settings.retrieve.candidate_k})"
-                )
-            st.out_count = len(fused)
-            st.info["fused"] = [
-                {"id": h.chunk_id, "rank": i, "score": h.rrf_score} for i, h in enumerate(fused, start=1)
-            ]
-        return fused
-
-    def _dedup(self, hits: list[Hit], trace: Trace) -> list[Hit]:
-        s = self.settings
-        with trace.stage("dedup", in_count=len(hits)) as st:
-            result = dedup_hits(hits, adjacent_overlap=s.dedup.adjacent_overlap, near_threshold=s.dedup.near_threshold)
-            for cid, reason in result.dropped:
-                st.drop(cid, reason)
-            st.info["rules"] = {
-                "chunk_id": True,
-                "content_hash": True,
-                "formatting": True,
-                "adjacent_overlap": s.dedup.adjacent_overlap,
-                "near_threshold": s.dedup.near_threshold,
-            }
-            st.out_count = len(result.kept)
-        return result.kept
-
-    # -- rerank ----------------------------------------------------------------------------
     def calibration(self) -> Calibration:
         """The reranker's calibration: settings, else the model directory's calibration file."""
-        if self._calibration is None:
-            s = self.settings
-            name = self.reranker.name if self.reranker is not None else None
-            self._calibration = load_calibration(
-                name if name and Path(name).is_dir() else None,
-                method=s.rerank.calibration,
-                temperature=s.rerank.temperature,
-                bias=s.rerank.bias,
-                threshold=s.rerank.threshold,
-            )
-        return self._calibration
+        return self.rerank_stage.calibration()
 
-    def _score_with_timeout(self, query: str, passages: list[tuple[str, str]]) -> RerankOutput:
-        assert self.reranker is not None
-        timeout = self.settings.rerank.timeout
-        if timeout is None:
-            return self.reranker.score(query, passages)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="es-rag-rerank")
-        future = self._executor.submit(self.reranker.score, query, passages)
-        return future.result(timeout=timeout)
-
-    def _rerank(self, query: str, hits: list[Hit], trace: Trace) -> tuple[list[Hit], bool]:
-        k = self.settings.rerank.k
-        with trace.stage("rerank", in_count=len(hits)) as st:
-            head, tail = hits[:k], hits[k:]
-            for h in tail:
-                st.drop(h.chunk_id, f"beyond rerank_k={k}")
-            st.out_count = len(head)
-            st.info["rerank_k"] = k
-            if self.reranker is None:
-                trace.paths["rerank"] = "disabled: fused order kept"
-                return head, False
-            if self._reranker_error is None:
-                try:
-                    self.reranker.warm_up()
-                except ModelLoadError as exc:
-                    self._reranker_error = str(exc)
-            if self._reranker_error is not None:
-                trace.paths["rerank"] = f"fallback: fused order (reranker unavailable: {self._reranker_error})"
-                st.info["fallback"] = True
-                return head, False
-            if not head:
-                trace.paths["rerank"] = f"cross-encoder {self.reranker.name} (no candidates)"
-                return head, False
-            passages = [ranking_text(h) for h in head]
-            key = None
-            output: RerankOutput | None = None
-            if self.cache is not None:
-                key = cache_key(
-                    query,
-                    [h.chunk_id for h in head],
-                    model=self.reranker.name,
-                    model_version=self.reranker.version,
-                    ranking_text_version=RANKING_TEXT_VERSION,
-                    prompt_version=PROMPT_VERSION,
-                    options={
-                        "long_text": self.reranker.long_text,
-                        "aggregation": self.reranker.aggregation,
-                        "top_m": self.reranker.top_m,
-                        "max_length": self.reranker.max_length,
-                    },
-                )
-                output = self.cache.get(key)
-                st.info["cache"] = "hit" if output is not None else "miss"
-            if output is None:
-                try:
-                    output = self._score_with_timeout(query, passages)
-                except FutureTimeout:
-                    trace.paths["rerank"] = (
-                        f"fallback: fused order (reranker timed out after {self.settings.rerank.timeout}s)"
-                    )
-                    st.info["fallback"] = True
-                    return head, False
-                except (EsRagError, RuntimeError, ValueError, OSError) as exc:
-                    trace.paths["rerank"] = f"fallback: fused order (reranker failed: {type(exc).__name__}: {exc})"
-                    st.info["fallback"] = True
-                    return head, False
-                if self.cache is not None and key is not None:
-                    self.cache.put(key, output, sources=[(h.tenant_id, h.source_id, h.source_version) for h in head])
-            cal = self.calibration()
-            ranked = order_by_scores(head, output, self.reranker.name)
-            out = []
-            for h in ranked:
-                assert h.semantic_score is not None
-                c = cal.apply(h.semantic_score)
-                out.append(h.replace(calibrated_score=c, final_score=h.semantic_score))
-            trace.paths["rerank"] = f"cross-encoder {self.reranker.name}" + (
-                " (cache hit)" if st.info.get("cache") == "hit" else ""
-            )
-            by_id = {h.chunk_id: i for i, h in enumerate(head)}
-            st.info["model_version"] = self.reranker.version
-            st.info["ranking_text_version"] = RANKING_TEXT_VERSION
-            st.info["pairs"] = output.pairs
-            st.info["calibration"] = cal.to_dict()
-            st.info["scores"] = [
-                {
-                    "id": h.chunk_id,
-                    "fused_rank": by_id[h.chunk_id] + 1,
-                    "raw": h.semantic_score,
-                    "calibrated": h.calibrated_score,
-                }
-                for h in out
-            ]
-            st.info["truncation"] = {
-                head[i].chunk_id: t.to_dict() for i, t in enumerate(output.truncation) if t.strategy != "none"
-            }
-            st.info["truncated"] = [h.chunk_id for h in out if h.truncated]
-            return out, True
-
-    def _gate(self, hits: list[Hit], reranked: bool, trace: Trace) -> GateDecision:
-        s = self.settings
-        with trace.stage("gate", in_count=len(hits)) as st:
-            if reranked:
-                cal = self.calibration()
-                calibrated = cal.method != "none"
-                scores = [
-                    float(h.calibrated_score if calibrated else h.semantic_score)  # type: ignore[arg-type]
-                    for h in hits
-                ]
-                decision = apply_gate(
-                    hits,
-                    scores,
-                    threshold=cal.threshold,
-                    cliff=s.gate.cliff,
-                    margin=s.gate.margin,
-                    scale="calibrated" if calibrated else "raw",
-                )
-            else:
-                decision = apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
-            for cid, reason in decision.dropped:
-                st.drop(cid, reason)
-            st.info.update(decision.info)
-            st.info["status"] = decision.status
-            trace.paths["gate"] = f"{decision.status}: {decision.basis}"
-            st.out_count = len(decision.kept)
-        return decision
-
-    def _business(self, hits: list[Hit], trace: Trace) -> list[Hit]:
-        with trace.stage("business", in_count=len(hits)) as st:
-            st.out_count = len(hits)
-            if not self.business_rules.active:
-                trace.paths["business"] = "no rules configured: order unchanged"
-                return hits
-            ranked, rows = business_rank(hits, self.business_rules)
-            st.info["rows"] = rows
-            trace.paths["business"] = (
-                "final = base + business * |base| ("
-                + ", ".join(sorted({k for r in rows for k in r["contributions"]}))
-                + ")"
-            )
-            return ranked
-
-    def _select(self, query_vec: np.ndarray | None, hits: list[Hit], trace: Trace) -> list[Hit]:
-        s = self.settings
-        with trace.stage("select", in_count=len(hits)) as st:
-            if not hits:
-                return []
-            rel = np.asarray([h.final_score if h.final_score is not None else 0.0 for h in hits], dtype=np.float64)
-            span = rel.max() - rel.min()
-            rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
-            sel = select_context(
-                hits,
-                query_vec,
-                lambda_mult=s.select.mmr_lambda,
-                k=s.select.context_k,
-                max_per_source=s.select.max_chunks_per_source,
-                max_per_parent=s.select.max_chunks_per_parent,
-                relevance=rel,
-            )
-            caps = f"max {s.select.max_chunks_per_source}/source" + (
-                f", {s.select.max_chunks_per_parent}/parent" if s.select.max_chunks_per_parent is not None else ""
-            )
-            if sel.method == "mmr":
-                trace.paths["select"] = f"mmr(lambda={s.select.mmr_lambda}) + {caps}"
-            else:
-                trace.paths["select"] = f"relevance order (no stored vectors) + {caps}"
-            for cid, reason in sel.dropped:
-                st.drop(cid, reason)
-            st.info["mmr_order"] = [hits[i].chunk_id for i in sel.chosen]
-            # Keep relevance order in the output; MMR decided membership.
-            chosen = sorted(sel.chosen, key=lambda i: (-rel[i], i))
-            st.out_count = len(chosen)
-            return [hits[i] for i in chosen]
-
-    def _expand(self, hits: list[Hit], flt: SearchFilter, trace: Trace) -> list[Hit]:
-        s = self.settings
-        with trace.stage("expand", in_count=len(hits)) as st:
-            st.out_count = len(hits)
-            if s.expand.mode == "none" or not hits:
-                trace.paths["expand"] = "none"
-                return hits
-            try:
-                if s.expand.mode == "parent":
-                    res = expand_parents(hits, self.backend, flt, max_parent_tokens=s.expand.max_parent_tokens)
-                    trace.paths["expand"] = "parent sections (dedup by parent_id, score = max of its children)"
-                else:
-                    res = expand_neighbors(hits, self.backend, flt, window=s.expand.neighbors)
-                    trace.paths["expand"] = f"neighbours +/-{s.expand.neighbors} within the parent section"
-            except (EsRagError, OSError) as exc:
-                trace.paths["expand"] = f"fallback: selected chunks kept (expansion failed: {exc})"
-                st.info["fallback"] = True
-                return hits
-            for cid, reason in res.dropped:
-                st.drop(cid, reason)
-            st.info.update(res.info)
-            st.out_count = len(res.hits)
-            return res.hits
+    @staticmethod
+    def _record(st: StageRecord, out: StageOutput, trace: Trace) -> StageOutput:
+        """Write a stage's output into its trace record: drops with reasons, info, count, path."""
+        for cid, reason in out.dropped:
+            st.drop(cid, reason)
+        st.info.update(out.info)
+        st.out_count = len(out.hits)
+        if out.path:
+            trace.paths[st.name] = out.path
+        return out
 
     def pack_tokenizer(self, trace: Trace | None = None) -> Tokenizer:
         """The tokenizer counting the context budget: ``settings.pack.tokenizer`` (the target LLM's),
@@ -499,21 +207,6 @@ class RagPipeline:
             )
         return self.tokenizer
 
-    def _pack(self, hits: list[Hit], trace: Trace) -> PackedContext:
-        with trace.stage("pack", in_count=len(hits)) as st:
-            tok = self.pack_tokenizer(trace)
-            ctx = pack_context(hits, tok, budget=self.settings.pack.token_budget)
-            for o in ctx.omitted:
-                st.drop(o["id"], o["reason"])
-            st.out_count = len(ctx.citations)
-            st.info["tokens"] = ctx.tokens
-            st.info["budget"] = self.settings.pack.token_budget
-            st.info["tokenizer"] = tok.name
-            trace.paths.setdefault(
-                "pack", f"lost-in-the-middle order, {tok.name} tokens, budget {self.settings.pack.token_budget}"
-            )
-        return ctx
-
     # -- entry point -----------------------------------------------------------------------
     def search(self, query: str, flt: SearchFilter) -> SearchResult:
         """Run every stage for ``query`` under the hard filter ``flt``.
@@ -530,25 +223,43 @@ class RagPipeline:
         flt = self.backend.gated(flt)
         vec = self._embed(query, trace)
         ret = self._retrieve(query, vec, flt, trace)
-        fused = self._fuse(ret, trace)
-        deduped = self._dedup(fused, trace)
-        ranked, reranked = self._rerank(query, deduped, trace)
-        decision = self._gate(ranked, reranked, trace)
-        boosted = self._business(decision.kept, trace)
-        selected = self._select(vec, boosted, trace)
-        expanded = self._expand(selected, flt, trace)
-        ctx = self._pack(expanded, trace)
-        packed_ids = {c.chunk_id for c in ctx.citations}
-        final = [h for h in expanded if h.chunk_id in packed_ids]
+        s = self.settings
+        with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
+            fused = self._record(st, fusion.run(ret, s), trace)
+        with trace.stage("dedup", in_count=len(fused.hits)) as st:
+            deduped = self._record(st, dedup_hits(fused.hits, **_dedup_rules(s)), trace)
+        with trace.stage("rerank", in_count=len(deduped.hits)) as st:
+            ranked = self._record(st, self.rerank_stage.run(query, deduped.hits), trace)
+        with trace.stage("gate", in_count=len(ranked.hits)) as st:
+            reranked = bool(ranked.info.get("reranked"))
+            gated = gate.run(ranked.hits, reranked=reranked, calibration=self.calibration(), settings=s.gate)
+            self._record(st, gated, trace)
+        with trace.stage("boost", in_count=len(gated.hits)) as st:
+            boosted = self._record(st, boost.run(gated.hits, self.business_rules), trace)
+        with trace.stage("select", in_count=len(boosted.hits)) as st:
+            selected = self._record(st, select.run(boosted.hits, vec, s.select), trace)
+        with trace.stage("expand", in_count=len(selected.hits)) as st:
+            expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand), trace)
+        with trace.stage("pack", in_count=len(expanded.hits)) as st:
+            ctx, packed = pack.run(expanded.hits, self.pack_tokenizer(trace), budget=s.pack.token_budget)
+            fallback = trace.paths.get("pack")  # a pack tokenizer that could not load says so first
+            self._record(st, packed, trace)
+            if fallback:
+                trace.paths["pack"] = fallback
+        status, basis = gate.status_of(gated)
         return SearchResult(
             query=query,
-            hits=final,
+            hits=packed.hits,
             context=ctx,
             trace=trace,
-            candidates=ranked,
-            status=decision.status,
-            status_basis=decision.basis,
+            candidates=ranked.hits,
+            status=status,
+            status_basis=basis,
         )
+
+
+def _dedup_rules(settings: Settings) -> dict[str, float | None]:
+    return {"adjacent_overlap": settings.dedup.adjacent_overlap, "near_threshold": settings.dedup.near_threshold}
 
 
 def format_trace(result: SearchResult) -> str:

@@ -104,6 +104,10 @@ class Chunk:
         return dataclasses.replace(self, vector=vector, embedding_version=embedding_version)
 
 
+CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
+"""The :class:`Hit` field holding each retrieval channel's own score."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Hit:
     """One retrieved candidate and the score every stage gave it (None = stage did not score it)."""

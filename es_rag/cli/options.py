@@ -459,7 +459,7 @@ def add_bm25_protocol(parser: argparse.ArgumentParser) -> None:
     Args:
         parser: The command's parser.
     """
-    from es_rag.evaluation.run import BM25_PROTOCOLS
+    from es_rag.evaluation.beir import BM25_PROTOCOLS
 
     described = "; ".join(
         f"{name} = " + ", ".join(f"{k} {shown_default(v)}" for k, v in values.items())
@@ -481,6 +481,6 @@ def bm25_preset(args: argparse.Namespace) -> dict[str, Any]:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.evaluation.run import BM25_PROTOCOLS
+    from es_rag.evaluation.beir import BM25_PROTOCOLS
 
     return dict(BM25_PROTOCOLS.get(getattr(args, "bm25_protocol", "settings"), {}))

@@ -127,7 +127,7 @@ def semantic_highlight() -> dict[str, Any]:
     """``highlight`` asking the ``semantic`` highlighter for the best-scoring server-side chunk of each hit.
 
     The highlighter returns chunk *text* (the chunks are stored as offsets into the field value, which
-    are not exposed); :func:`es_rag.elasticsearch.backend.locate_server_chunk` maps it back to source
+    are not exposed); :func:`es_rag.elasticsearch.responses.locate_server_chunk` maps it back to source
     offsets where the chunk is a span of ``text``. ``SemanticTextHighlighter`` returns whole chunks
     (``content.substring(offset.start, offset.end)``) and never reads ``fragment_size``; it ranks the chunks by
     score and keeps ``number_of_fragments`` of them (default 5; re-sorted into document order unless

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.errors import ConfigError
-from es_rag.evaluation.run import DEPTH, ChunkUnit, build_chunk_index, evaluate, load_beir
+from es_rag.evaluation.beir import load_beir
+from es_rag.evaluation.index import ChunkUnit, build_chunk_index
+from es_rag.evaluation.run import DEPTH, evaluate
 from es_rag.settings import Settings
 
 STRUCTURE_STRATEGIES = ("recursive", "structure")

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from es_rag.evaluation.run import RECALL_DEPTHS
+from es_rag.evaluation.metrics import RECALL_DEPTHS
 
 RANKED_STAGES = ("bm25", "dense", "hybrid", "rerank")
 
@@ -119,7 +119,7 @@ def markdown(
     Args:
         result: :func:`es_rag.evaluation.run.evaluate` output.
         plots: PNG file names (relative to the report) to embed.
-        ablation: :func:`es_rag.evaluation.run.ablate` output, for the deltas table.
+        ablation: :func:`es_rag.evaluation.ablation.ablate` output, for the deltas table.
         ladder: :func:`es_rag.evaluation.ladder.ladder` output, for the ladder table.
     """
     stages = result["stages"]
@@ -226,7 +226,7 @@ def write_report(
     Args:
         result: :func:`es_rag.evaluation.run.evaluate` output.
         directory: Output folder (created).
-        ablation: Optional :func:`es_rag.evaluation.run.ablate` output.
+        ablation: Optional :func:`es_rag.evaluation.ablation.ablate` output.
         ladder: Optional :func:`es_rag.evaluation.ladder.ladder` output (its table, notes and a ``ladder.png`` plot).
     """
     out = Path(directory)

@@ -325,7 +325,8 @@ def train_reranker(
     Raises:
         InputError: When ``split`` is ``test``.
     """
-    from es_rag.evaluation.run import EVAL_TENANT, build_index, load_beir
+    from es_rag.evaluation.beir import load_beir
+    from es_rag.evaluation.index import EVAL_TENANT, build_index
 
     if split == "test":
         raise InputError(str(dataset), "split", "the test split is for evaluation only; train on train (or dev)")

@@ -320,7 +320,7 @@ def ingest_documents(
     index are the *sections* -- each source's parent chunks, or its chunks when the strategy makes no
     parents -- and Elasticsearch chunks and embeds them in the ``semantic_text`` field. Their lineage
     (ids, offsets, heading path, version) is the section's; the server-side chunks inside a section have
-    no id or offsets of their own (see :func:`es_rag.elasticsearch.backend.locate_server_chunk`).
+    no id or offsets of their own (see :func:`es_rag.elasticsearch.responses.locate_server_chunk`).
 
     Args:
         docs: Sources.

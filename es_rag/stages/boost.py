@@ -22,6 +22,7 @@ from datetime import date, datetime
 from typing import Any
 
 from es_rag.records import Hit
+from es_rag.stages.base import StageOutput
 
 LearnedScorer = Callable[[Hit, Mapping[str, float]], float]
 
@@ -142,3 +143,18 @@ def business_rank(hits: Sequence[Hit], rules: BusinessRules) -> tuple[list[Hit],
         rows.append({"id": h.chunk_id, "base": base, "contributions": p, "business": business, "final": final})
     order = sorted(range(len(scored)), key=lambda i: (-(scored[i].final_score or 0.0), i))
     return [scored[i] for i in order], [rows[i] for i in order]
+
+
+def run(hits: Sequence[Hit], rules: BusinessRules) -> StageOutput:
+    """The boost stage: with no rule configured the order is unchanged; else each hit's ``final_score`` is its
+    base score plus the rules' sum times ``|base|``, re-sorted, with one trace row per hit.
+
+    Args:
+        hits: Candidates, best first.
+        rules: The rules.
+    """
+    if not rules.active:
+        return StageOutput(hits=list(hits), path="no rules configured: order unchanged")
+    ranked, rows = business_rank(hits, rules)
+    used = ", ".join(sorted({k for r in rows for k in r["contributions"]}))
+    return StageOutput(hits=ranked, info={"rows": rows}, path=f"final = base + business * |base| ({used})")

@@ -21,9 +21,9 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from es_rag.records import Hit
+from es_rag.stages.base import StageOutput
 
 _INLINE_RE = re.compile(r"[*_`~]+")
 _BLOCK_RE = re.compile(r"[>#|]+|^\s*(?:[-+]|\d+[.)])\s+", re.MULTILINE)
@@ -93,18 +93,11 @@ def span_overlap(a: Hit, b: Hit) -> float:
     return max(inter, 0) / shorter if shorter > 0 else 0.0
 
 
-@dataclass
-class DedupResult:
-    """Kept hits (fused order) and, for each dropped hit, the reason naming the copy that was kept."""
-
-    kept: list[Hit]
-    dropped: list[tuple[str, str]] = field(default_factory=list)
-
-
 def dedup_hits(
     hits: Sequence[Hit], *, adjacent_overlap: float | None = 0.8, near_threshold: float | None = None
-) -> DedupResult:
-    """Remove duplicates, keeping the first (best fused) copy of each.
+) -> StageOutput:
+    """Remove duplicates, keeping the first (best fused) copy of each; every dropped hit's reason names the
+    copy that was kept.
 
     Args:
         hits: Fused candidates, best first.
@@ -155,4 +148,11 @@ def dedup_hits(
         by_norm[norm] = h.chunk_id
         kept.append(h)
         kept_shingles.append(sh)
-    return DedupResult(kept=kept, dropped=dropped)
+    rules = {
+        "chunk_id": True,
+        "content_hash": True,
+        "formatting": True,
+        "adjacent_overlap": adjacent_overlap,
+        "near_threshold": near_threshold,
+    }
+    return StageOutput(hits=kept, dropped=dropped, info={"rules": rules})

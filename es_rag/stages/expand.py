@@ -22,22 +22,15 @@ Tenant isolation: everything is fetched under the caller's filter, and any retur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from es_rag.errors import EsRagError
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
+from es_rag.settings import ExpandSettings
+from es_rag.stages.base import StageOutput
 
 SCORE_FIELDS = ("bm25_score", "dense_score", "rrf_score", "semantic_score", "calibrated_score", "final_score")
-
-
-@dataclass
-class ExpansionResult:
-    """Expanded hits (same order as the input's best members) and what happened to each input hit."""
-
-    hits: list[Hit]
-    dropped: list[tuple[str, str]] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def _max_scores(members: Sequence[Hit]) -> dict[str, float | None]:
@@ -52,7 +45,7 @@ def _sources(members: Sequence[Hit]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s for m in members for s in m.retrieval_sources))
 
 
-def expand_parents(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, max_parent_tokens: int) -> ExpansionResult:
+def expand_parents(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, max_parent_tokens: int) -> StageOutput:
     """Replace children by their parent sections, one block per parent.
 
     Args:
@@ -105,7 +98,9 @@ def expand_parents(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, max_
     info = {"mode": "parent", "parents": len(emitted), "kept_as_child": kept_as_child}
     if refused:
         info["refused_other_tenant"] = refused
-    return ExpansionResult(hits=out, dropped=dropped, info=info)
+    return StageOutput(
+        hits=out, dropped=dropped, info=info, path="parent sections (dedup by parent_id, score = max of its children)"
+    )
 
 
 def merge_pieces(pieces: Sequence[Hit]) -> tuple[str, int | None, int | None]:
@@ -134,7 +129,7 @@ def merge_pieces(pieces: Sequence[Hit]) -> tuple[str, int | None, int | None]:
     return text, start, end
 
 
-def expand_neighbors(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, window: int) -> ExpansionResult:
+def expand_neighbors(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, window: int) -> StageOutput:
     """Extend each selected child with its neighbours; blocks sharing a piece are merged.
 
     Args:
@@ -199,4 +194,28 @@ def expand_neighbors(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, wi
     info: dict[str, Any] = {"mode": "neighbors", "window": window, "blocks": len(blocks)}
     if refused:
         info["refused_other_tenant"] = refused
-    return ExpansionResult(hits=out, dropped=dropped, info=info)
+    return StageOutput(hits=out, dropped=dropped, info=info, path=f"neighbours +/-{window} within the parent section")
+
+
+def run(hits: Sequence[Hit], backend: Any, flt: SearchFilter, settings: ExpandSettings) -> StageOutput:
+    """The expand stage: parent sections or neighbouring children, under the caller's filter; when the backend
+    fails, the selected chunks are kept and the path says so.
+
+    Args:
+        hits: Selected hits, best first.
+        backend: Anything with ``get_parents`` / ``get_neighbors``.
+        flt: The caller's hard filter (with its version snapshot).
+        settings: Mode, window and the longest parent swapped in.
+    """
+    if settings.mode == "none" or not hits:
+        return StageOutput(hits=list(hits), path="none")
+    try:
+        if settings.mode == "parent":
+            return expand_parents(hits, backend, flt, max_parent_tokens=settings.max_parent_tokens)
+        return expand_neighbors(hits, backend, flt, window=settings.neighbors)
+    except (EsRagError, OSError) as exc:
+        return StageOutput(
+            hits=list(hits),
+            info={"fallback": True},
+            path=f"fallback: selected chunks kept (expansion failed: {exc})",
+        )

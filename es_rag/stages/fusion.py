@@ -27,7 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from es_rag.backend import Retrieval
 from es_rag.errors import ConfigError
+from es_rag.records import CHANNEL_SCORE_FIELD, Hit
+from es_rag.settings import Settings
+from es_rag.stages.base import StageOutput
 
 DEFAULT_RANK_WINDOW_SIZE = 10
 """Elasticsearch's ``RankBuilder.DEFAULT_RANK_WINDOW_SIZE``."""
@@ -225,3 +229,62 @@ def linear_fusion(
         FusedItem(id=d, score=float(scores[d]), ranks=tuple(ranks[d]))
         for d in _order(scores, tiebreak, rank_window_size)
     ]
+
+
+def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hit]:
+    """Client-side fusion of the channel lists with the parameters of the native retriever: RRF
+    (``rank_constant``, ``rank_window_size`` = ``candidate_k``, channel weights) or linear (normaliser, weights).
+
+    Args:
+        channels: Per channel, hits best first, each with its channel score.
+        settings: Fusion and candidate settings.
+    """
+    fusion, window = settings.fusion, settings.retrieve.candidate_k
+    names = list(channels)
+    weights = [fusion.channel_weights.get(n, 1.0) for n in names]
+    if fusion.method == "linear":
+        scored = [
+            [(h.chunk_id, float(getattr(h, CHANNEL_SCORE_FIELD.get(n, "final_score")) or 0.0)) for h in channels[n]]
+            for n in names
+        ]
+        fused = linear_fusion(scored, rank_window_size=window, weights=weights, normalizer=fusion.normalizer)
+    else:
+        lists = [[h.chunk_id for h in channels[n]] for n in names]
+        fused = reciprocal_rank_fusion(
+            lists, rank_constant=fusion.rank_constant, rank_window_size=window, weights=weights
+        )
+    by_id: dict[str, Hit] = {}
+    for name in names:
+        for h in channels[name]:
+            base = by_id.get(h.chunk_id, h)
+            attr = CHANNEL_SCORE_FIELD.get(name)
+            by_id[h.chunk_id] = base.replace(**{attr: getattr(h, attr)}) if attr else base
+    out = []
+    for item in fused:
+        ranks = {names[i]: r for i, r in enumerate(item.ranks) if r is not None}
+        out.append(
+            by_id[item.id].replace(
+                rrf_score=item.score, ranks=ranks, retrieval_sources=tuple(ranks), final_score=item.score
+            )
+        )
+    return out
+
+
+def run(retrieval: Retrieval, settings: Settings) -> StageOutput:
+    """The fusion stage: the list Elasticsearch fused natively, else :func:`fuse_channels` over the channels.
+
+    Args:
+        retrieval: What the backend returned.
+        settings: Fusion and candidate settings.
+    """
+    if retrieval.fused is not None:
+        hits, path = list(retrieval.fused), f"{retrieval.path} (Elasticsearch retriever)"
+    else:
+        hits = fuse_channels(retrieval.channels, settings)
+        fusion, window = settings.fusion, settings.retrieve.candidate_k
+        if fusion.method == "linear":
+            path = f"client-linear (normalizer={fusion.normalizer}, rank_window_size={window})"
+        else:
+            path = f"client-rrf (rank_constant={fusion.rank_constant}, rank_window_size={window})"
+    fused = [{"id": h.chunk_id, "rank": i, "score": h.rrf_score} for i, h in enumerate(hits, start=1)]
+    return StageOutput(hits=hits, info={"fused": fused}, path=path)

@@ -15,33 +15,34 @@ What the gate uses depends on what the ranking knows:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from es_rag.records import Hit
+from es_rag.settings import GateSettings
+from es_rag.stages.base import StageOutput
 
 EVIDENCE = "evidence"
 NO_SUFFICIENT_EVIDENCE = "no_sufficient_evidence"
 UNDECIDED = "undecided"
 
 
-@dataclass
-class GateDecision:
-    """Hits kept (same order), hits dropped with reasons, and the verdict.
+def _decided(
+    kept: list[Hit], dropped: list[tuple[str, str]], status: str, basis: str, info: dict[str, Any]
+) -> StageOutput:
+    """The gate's :class:`StageOutput`: ``info["status"]`` (``evidence``, ``no_sufficient_evidence`` or
+    ``undecided``) and ``info["basis"]`` (what it used, in words) are the verdict."""
+    return StageOutput(
+        hits=kept, dropped=dropped, info={**info, "status": status, "basis": basis}, path=f"{status}: {basis}"
+    )
 
-    Attributes:
-        kept: Hits that passed.
-        dropped: ``(chunk_id, reason)`` per dropped hit.
-        status: ``evidence``, ``no_sufficient_evidence`` or ``undecided`` (no calibrated threshold).
-        basis: What the gate used, in words.
-        info: Scores and cut positions for the trace.
+
+def status_of(out: StageOutput) -> tuple[str, str]:
+    """``(status, basis)`` of a gate output.
+
+    Args:
+        out: What :func:`apply_gate` or :func:`run` returned.
     """
-
-    kept: list[Hit]
-    dropped: list[tuple[str, str]] = field(default_factory=list)
-    status: str = UNDECIDED
-    basis: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
+    return str(out.info.get("status", UNDECIDED)), str(out.info.get("basis", ""))
 
 
 def score_cliff(scores: Sequence[float], min_drop: float) -> int | None:
@@ -65,7 +66,7 @@ def apply_gate(
     cliff: float | None,
     margin: float | None,
     scale: str,
-) -> GateDecision:
+) -> StageOutput:
     """Cut a reranked list by threshold, cliff and margin, or pass a fused list through untouched.
 
     Args:
@@ -78,10 +79,8 @@ def apply_gate(
         scale: Name of the score scale for the reasons (``calibrated`` or ``raw``).
     """
     if gate_scores is None:
-        return GateDecision(
-            kept=list(hits),
-            status=UNDECIDED,
-            basis="not applied: fused order carries no relevance scores (no no-answer verdict)",
+        return _decided(
+            list(hits), [], UNDECIDED, "not applied: fused order carries no relevance scores (no no-answer verdict)", {}
         )
     scores = list(gate_scores)
     kept = list(range(len(hits)))
@@ -121,4 +120,28 @@ def apply_gate(
     else:
         status = EVIDENCE if kept else NO_SUFFICIENT_EVIDENCE
         basis = " + ".join(parts) + f" on {scale} scores"
-    return GateDecision(kept=[hits[i] for i in kept], dropped=dropped, status=status, basis=basis, info=info)
+    return _decided([hits[i] for i in kept], dropped, status, basis, info)
+
+
+def run(hits: Sequence[Hit], *, reranked: bool, calibration: Any, settings: GateSettings) -> StageOutput:
+    """The gate stage: on a reranked list, cut by the model's calibrated threshold (else none), the cliff and
+    the margin on the calibrated scale (raw scores with calibration ``none``); on the fused order, nothing.
+
+    Args:
+        hits: Candidates, best first (reranked or fused order).
+        reranked: Whether the cross-encoder scored them (``semantic_score`` / ``calibrated_score`` set).
+        calibration: The reranker's :class:`~es_rag.cross_encoder.model.Calibration` (``method``, ``threshold``).
+        settings: Cliff and margin.
+    """
+    if not reranked:
+        return apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
+    calibrated = calibration.method != "none"
+    scores = [float((h.calibrated_score if calibrated else h.semantic_score) or 0.0) for h in hits]
+    return apply_gate(
+        hits,
+        scores,
+        threshold=calibration.threshold,
+        cliff=settings.cliff,
+        margin=settings.margin,
+        scale="calibrated" if calibrated else "raw",
+    )

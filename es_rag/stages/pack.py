@@ -21,6 +21,7 @@ import jinja2
 from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError
 from es_rag.records import Hit
+from es_rag.stages.base import StageOutput
 
 PROMPT_VERSION = "ctx-1"
 
@@ -161,6 +162,25 @@ def pack_context(
     if len(set(cited)) != len(cited) or not set(cited) <= set(input_ids):
         raise ConfigError(f"pack_context: citations {cited} do not map one-to-one onto the input hits")
     return PackedContext(text=text, tokens=tokenizer.count(text), citations=citations, omitted=omitted)
+
+
+def run(hits: Sequence[Hit], tokenizer: Tokenizer, *, budget: int) -> tuple[PackedContext, StageOutput]:
+    """The pack stage: the packed context, and what the trace records of it (what did not fit, the tokens).
+
+    Args:
+        hits: Expanded evidence, best first.
+        tokenizer: Counts the budget (the target LLM's tokenizer, else the embedding model's).
+        budget: Token budget of the whole rendered context.
+    """
+    ctx = pack_context(hits, tokenizer, budget=budget)
+    info = {"tokens": ctx.tokens, "budget": budget, "tokenizer": tokenizer.name}
+    packed = {c.chunk_id for c in ctx.citations}
+    return ctx, StageOutput(
+        hits=[h for h in hits if h.chunk_id in packed],
+        dropped=[(o["id"], o["reason"]) for o in ctx.omitted],
+        info=info,
+        path=f"lost-in-the-middle order, {tokenizer.name} tokens, budget {budget}",
+    )
 
 
 _CITE_RE = re.compile(r"\[(S\d+)\]")

@@ -14,6 +14,8 @@ import numpy as np
 
 from es_rag.errors import ConfigError
 from es_rag.records import Hit
+from es_rag.settings import SelectSettings
+from es_rag.stages.base import StageOutput
 
 LAMBDA_PRESETS = {"single_fact": 0.8, "multi_source": 0.6, "exploratory": 0.5}
 """Seed 002 §12: single fact 0.7-0.9, multi-source 0.5-0.7, exploratory / summary / multi-hop 0.4-0.6."""
@@ -208,3 +210,43 @@ def select_context(
         if i not in seen:
             dropped.append((h.chunk_id, f"not selected (context_k={k})"))
     return Selection(chosen=chosen, dropped=dropped, method=method)
+
+
+def run(
+    hits: Sequence[Hit], query_vector: Sequence[float] | np.ndarray | None, settings: SelectSettings
+) -> StageOutput:
+    """The select stage: MMR over the hits' stored vectors with ``final_score`` (min-max scaled) as relevance,
+    under the per-source and per-parent caps; MMR decides membership, the output keeps relevance order.
+
+    Args:
+        hits: Candidates, best first.
+        query_vector: The query embedding (unused when every hit has a final score).
+        settings: ``context_k``, lambda and caps.
+    """
+    if not hits:
+        return StageOutput(hits=[])
+    rel = np.asarray([h.final_score if h.final_score is not None else 0.0 for h in hits], dtype=np.float64)
+    span = rel.max() - rel.min()
+    rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
+    sel = select_context(
+        hits,
+        query_vector,
+        lambda_mult=settings.mmr_lambda,
+        k=settings.context_k,
+        max_per_source=settings.max_chunks_per_source,
+        max_per_parent=settings.max_chunks_per_parent,
+        relevance=rel,
+    )
+    per_parent = settings.max_chunks_per_parent
+    caps = f"max {settings.max_chunks_per_source}/source" + (f", {per_parent}/parent" if per_parent is not None else "")
+    if sel.method == "mmr":
+        path = f"mmr(lambda={settings.mmr_lambda}) + {caps}"
+    else:
+        path = f"relevance order (no stored vectors) + {caps}"
+    chosen = sorted(sel.chosen, key=lambda i: (-rel[i], i))
+    return StageOutput(
+        hits=[hits[i] for i in chosen],
+        dropped=sel.dropped,
+        info={"mmr_order": [hits[i].chunk_id for i in sel.chosen]},
+        path=path,
+    )

@@ -96,7 +96,7 @@ def test_trace_records_every_stage_and_fallback(indexed, tiny_settings) -> None:
         "dedup",
         "rerank",
         "gate",
-        "business",
+        "boost",
         "select",
         "expand",
         "pack",

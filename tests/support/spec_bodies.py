@@ -38,7 +38,7 @@ from es_rag.elasticsearch.assets import (
     search_template_source,
     setup_requests,
 )
-from es_rag.elasticsearch.backend import ElasticsearchBackend, privileges_request
+from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.elasticsearch.bodies import (
     neighbors_request,
     render_search_template,
@@ -46,6 +46,7 @@ from es_rag.elasticsearch.bodies import (
     search_template_params,
     search_template_request,
 )
+from es_rag.elasticsearch.probe import privileges_request
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk

@@ -141,7 +141,7 @@ def test_each_documented_role_is_enough_for_its_use(use: str) -> None:
     """The least privileges of docs/cluster.md (ROLE_PRIVILEGES), run against the double's privilege model."""
     import random as rnd
 
-    from es_rag.elasticsearch.backend import ROLE_PRIVILEGES
+    from es_rag.elasticsearch.probe import ROLE_PRIVILEGES
     from es_rag.filters import SearchFilter
     from es_rag.pipeline import RagPipeline
     from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus

@@ -15,11 +15,8 @@ from typing import Any
 import pytest
 from elastic_transport import ConnectionError as TransportConnectionError
 
-from es_rag.elasticsearch.backend import (
-    BULK_MAX_RETRIES,
-    ElasticsearchBackend,
-    is_licence_refusal,
-)
+from es_rag.elasticsearch.backend import BULK_MAX_RETRIES, ElasticsearchBackend
+from es_rag.elasticsearch.cluster import is_licence_refusal
 from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, LicenseError
 from es_rag.es_request import EsRequest
@@ -45,10 +42,10 @@ def helper_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.fixture
 def send_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    import es_rag.elasticsearch.backend as es_mod
+    import es_rag.elasticsearch.cluster as cluster_mod
 
     calls: list[float] = []
-    monkeypatch.setattr(es_mod.time, "sleep", lambda s: calls.append(s))
+    monkeypatch.setattr(cluster_mod.time, "sleep", lambda s: calls.append(s))
     return calls
 
 

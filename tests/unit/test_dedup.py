@@ -37,7 +37,7 @@ def test_each_rule_names_the_kept_copy() -> None:
         hit("e", "a different window", span=(90, 200)),
     ]
     res = dedup_hits(hits, adjacent_overlap=0.8)
-    assert [h.chunk_id for h in res.kept] == ["a", "e"]
+    assert [h.chunk_id for h in res.hits] == ["a", "e"]
     assert res.dropped == [
         ("a", "same chunk_id"),
         ("b", "same content_hash as a"),
@@ -52,18 +52,18 @@ def test_adjacent_overlap_is_per_source_and_version() -> None:
     assert span_overlap(a, hit("b", "y", span=(50, 150), version="v2")) == 0.0
     assert span_overlap(a, hit("b", "y", span=(50, 150), source="o")) == 0.0
     res = dedup_hits([a, hit("b", "y", span=(50, 150))], adjacent_overlap=0.8)
-    assert len(res.kept) == 2  # 50% overlap is normal chunk overlap: kept
+    assert len(res.hits) == 2  # 50% overlap is normal chunk overlap: kept
 
 
 def test_near_duplicates_are_off_by_default_and_never_across_versions() -> None:
     base = "the retention period for shared files is ninety days after deletion in every workspace"
     near = base + " today"
-    assert len(dedup_hits([hit("a", base), hit("b", near, source="o")]).kept) == 2
+    assert len(dedup_hits([hit("a", base), hit("b", near, source="o")]).hits) == 2
     res = dedup_hits([hit("a", base), hit("b", near, source="o")], near_threshold=0.8)
-    assert [h.chunk_id for h in res.kept] == ["a"] and res.dropped[0][1].startswith("near-duplicate of a")
+    assert [h.chunk_id for h in res.hits] == ["a"] and res.dropped[0][1].startswith("near-duplicate of a")
     # Two versions of one source may disagree: both stay.
     res = dedup_hits([hit("a", base, version="2025"), hit("b", near, version="2026")], near_threshold=0.8)
-    assert len(res.kept) == 2
+    assert len(res.hits) == 2
 
 
 def test_normalize_text() -> None:

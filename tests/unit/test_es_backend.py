@@ -25,7 +25,8 @@ from elasticsearch import UnsupportedProductError  # noqa: E402
 
 from es_rag.backend import Retrieval  # noqa: E402
 from es_rag.elasticsearch.assets import ASSET_VERSION, index_creation_requests, obsolete_asset_paths, setup_requests  # noqa: E402
-from es_rag.elasticsearch.backend import ElasticsearchBackend, decide_native_rrf  # noqa: E402
+from es_rag.elasticsearch.backend import ElasticsearchBackend  # noqa: E402
+from es_rag.elasticsearch.probe import decide_native_rrf  # noqa: E402
 from es_rag.errors import ClusterError, ConfigError  # noqa: E402
 from es_rag.filters import SearchFilter  # noqa: E402
 from es_rag.records import Chunk  # noqa: E402
@@ -860,11 +861,11 @@ def test_probe_of_an_8x_server_with_the_9x_client_names_the_fix() -> None:
 
 
 def test_probe_of_an_8x_server_with_the_8x_client_reaches_the_version_gate(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import es_rag.elasticsearch.backend as esb
+    import es_rag.elasticsearch.cluster as cluster
 
     backend, node = backend_on(version="8.18.2", license_type="enterprise")
     node.server_major = 8
-    monkeypatch.setattr(esb, "_client_major", lambda: 8)
+    monkeypatch.setattr(cluster, "client_major", lambda: 8)
     caps = backend.probe()
     assert caps.native_rrf is True and caps.vectors_in_source_param is False
 

@@ -19,7 +19,9 @@ import pytest
 from es_rag.elasticsearch.assets import render_asset
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.errors import ConfigError
-from es_rag.evaluation.run import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index, evaluate, load_beir
+from es_rag.evaluation.beir import load_beir
+from es_rag.evaluation.index import EVAL_TENANT, ChunkUnit, build_chunk_index, build_index
+from es_rag.evaluation.run import evaluate
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
 from tests.support.beir import write_beir

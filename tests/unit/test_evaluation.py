@@ -12,7 +12,10 @@ from ir_measures import RR, R, nDCG
 
 from es_rag.encoders.cache import EmbeddingCache
 from es_rag.errors import InputError
-from es_rag.evaluation.run import ablate, evaluate, format_report, load_beir, metrics, run_from_ids
+from es_rag.evaluation.ablation import ablate
+from es_rag.evaluation.beir import load_beir
+from es_rag.evaluation.metrics import metrics, run_from_ids
+from es_rag.evaluation.run import evaluate, format_report
 from es_rag.settings import Settings
 from tests.support.beir import write_beir
 
@@ -144,7 +147,7 @@ def test_embedding_cache_never_reencodes(tmp_path: Path) -> None:
 
 def test_bm25_protocols_are_the_published_setups() -> None:
     from es_rag.errors import ConfigError
-    from es_rag.evaluation.run import apply_bm25_protocol
+    from es_rag.evaluation.beir import apply_bm25_protocol
 
     base = Settings(rerank_k=10)
     multi = apply_bm25_protocol(base, "beir-multifield")
@@ -162,7 +165,8 @@ def test_bm25_protocols_are_the_published_setups() -> None:
 
 
 def test_default_ablations_are_relative_to_the_base() -> None:
-    from es_rag.evaluation.run import ablations_for, apply_bm25_protocol
+    from es_rag.evaluation.ablation import ablations_for
+    from es_rag.evaluation.beir import apply_bm25_protocol
 
     multi = ablations_for(apply_bm25_protocol(Settings(), "beir-multifield"))
     assert "analyzer=standard" in multi and "bm25 protocol beir-es" in multi

@@ -3,7 +3,7 @@
 Hypothesis generates corpora across tenants / ACL groups / metadata values whose texts share the query's
 words and identifiers (so every channel *would* return the forbidden documents without the filter), then
 runs the client path on :class:`EmbeddedBackend` -- all channels, dense down (no vector), the exact channel,
-and linear fusion -- through :func:`es_rag.pipeline.fuse_channels`, and checks every candidate and every
+and linear fusion -- through :func:`es_rag.stages.fusion.fuse_channels`, and checks every candidate and every
 fused hit against the filter. The native bodies for the same filter are checked structurally: every child
 retriever of the ``rrf`` / ``linear`` retriever and every ``_msearch`` search carries the filter clauses.
 """
@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from es_rag.elasticsearch.bodies import search_requests
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.pipeline import fuse_channels
 from es_rag.records import Chunk
 from es_rag.settings import Settings
+from es_rag.stages.fusion import fuse_channels
 
 TENANTS = ("acme", "globex", "initech")
 GROUPS = ("public", "support", "eng", "hr")

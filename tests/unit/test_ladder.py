@@ -10,17 +10,11 @@ import pytest
 
 from es_rag.cli import build_parser, main
 from es_rag.errors import ConfigError, InputError
+from es_rag.evaluation.beir import load_beir
+from es_rag.evaluation.index import ChunkUnit, build_chunk_index, build_index
 from es_rag.evaluation.ladder import format_ladder, ladder
-from es_rag.evaluation.run import (
-    ChunkUnit,
-    build_chunk_index,
-    build_index,
-    documents_from_chunks,
-    evaluate,
-    load_beir,
-    metrics,
-    run_from_ids,
-)
+from es_rag.evaluation.metrics import documents_from_chunks, metrics, run_from_ids
+from es_rag.evaluation.run import evaluate
 from es_rag.settings import Settings
 
 TOPICS = {

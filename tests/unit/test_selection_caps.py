@@ -92,27 +92,27 @@ def _hits(n: int) -> list[Hit]:
 def test_gate_cliff_cut_and_margin() -> None:
     hs = _hits(5)
     d = apply_gate(hs, [0.93, 0.90, 0.87, 0.52, 0.49], threshold=None, cliff=0.3, margin=None, scale="calibrated")
-    assert [h.chunk_id for h in d.kept] == ["h0", "h1", "h2"]
+    assert [h.chunk_id for h in d.hits] == ["h0", "h1", "h2"]
     assert [c for c, _ in d.dropped] == ["h3", "h4"]
-    assert d.status == UNDECIDED and "no calibrated threshold" in d.basis
+    assert d.info["status"] == UNDECIDED and "no calibrated threshold" in d.info["basis"]
     d = apply_gate(hs[:3], [0.95, 0.51, 0.50], threshold=None, cliff=None, margin=0.3, scale="calibrated")
-    assert [h.chunk_id for h in d.kept] == ["h0"]
+    assert [h.chunk_id for h in d.hits] == ["h0"]
     assert d.info["top1_top2_margin"] == pytest.approx(0.44)
     d = apply_gate(hs[:3], [0.81, 0.80, 0.79], threshold=None, cliff=0.3, margin=0.3, scale="calibrated")
-    assert len(d.kept) == 3
+    assert len(d.hits) == 3
 
 
 def test_gate_threshold_and_no_answer() -> None:
     hs = _hits(4)
     d = apply_gate(hs, [0.9, 0.7, 0.2, 0.1], threshold=0.5, cliff=None, margin=None, scale="calibrated")
-    assert [h.chunk_id for h in d.kept] == ["h0", "h1"] and d.status == "evidence"
+    assert [h.chunk_id for h in d.hits] == ["h0", "h1"] and d.info["status"] == "evidence"
     d = apply_gate(hs, [0.3, 0.2, 0.2, 0.1], threshold=0.5, cliff=0.3, margin=None, scale="calibrated")
-    assert d.kept == [] and d.status == NO_SUFFICIENT_EVIDENCE
+    assert d.hits == [] and d.info["status"] == NO_SUFFICIENT_EVIDENCE
     assert d.dropped[0][1] == "calibrated score 0.3000 < threshold 0.5"
 
 
 def test_gate_on_fused_order_decides_nothing() -> None:
     hs = _hits(3)
     d = apply_gate(hs, None, threshold=0.5, cliff=0.3, margin=0.3, scale="fused")
-    assert d.kept == hs and d.dropped == [] and d.status == UNDECIDED
-    assert "fused order" in d.basis
+    assert d.hits == hs and d.dropped == [] and d.info["status"] == UNDECIDED
+    assert "fused order" in d.info["basis"]

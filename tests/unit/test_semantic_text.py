@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from es_rag.elasticsearch.assets import CHUNK_PIPELINE_ASSET, render_asset, setup_requests
-from es_rag.elasticsearch.backend import locate_server_chunk, semantic_text_support
 from es_rag.elasticsearch.bodies import search_requests
+from es_rag.elasticsearch.probe import semantic_text_support
+from es_rag.elasticsearch.responses import locate_server_chunk
 from es_rag.errors import ConfigError, InputError
 from es_rag.filters import SearchFilter
 from es_rag.ingest import section_units

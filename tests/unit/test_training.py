@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from es_rag.errors import ConfigError, InputError
-from es_rag.evaluation.run import EVAL_TENANT, build_index, load_beir
+from es_rag.evaluation.beir import load_beir
+from es_rag.evaluation.index import EVAL_TENANT, build_index
 from es_rag.evaluation.train_reranker import (
     TRAINING_META,
     TrainingConfig,

@@ -119,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
+    from es_rag.evaluation.ablation import ablate, format_ablation
+    from es_rag.evaluation.index import ChunkUnit
     from es_rag.evaluation.ladder import format_ladder, ladder
-    from es_rag.evaluation.run import ChunkUnit, ablate, evaluate, format_ablation, format_report
+    from es_rag.evaluation.run import evaluate, format_report
 
     settings = eval_settings(args)
     common: dict[str, Any] = dict(

@@ -1,0 +1,459 @@
+"""The connection to a cluster: building the client (TLS, credentials, Elastic Cloud), sending one
+request (429 backoff, timeouts, errors mapped to :mod:`es_rag.errors`), the probe (version, licence,
+plugins, inference endpoints, privileges) and what the probe decides (native fusion, semantic_text)."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from es_rag.elasticsearch.assets import setup_paths
+from es_rag.elasticsearch.probe import (
+    ASSET_PRIVILEGE,
+    EXCLUDE_VECTORS_MIN_VERSION,
+    ROLE_PRIVILEGES,
+    UNKNOWN_VERSION,
+    Capabilities,
+    decide_native_rrf,
+    installed_text_analyzers,
+    installed_version,
+    privileges_request,
+    version_tuple,
+)
+from es_rag.elasticsearch.responses import error_reason
+from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError, LicenseError
+from es_rag.es_request import EsRequest
+from es_rag.settings import FusionPath, Settings
+
+TRANSPORT_RETRY_STATUSES = (502, 503, 504)
+"""What the transport may resend at once. Not 429: elastic-transport resends a status with no wait at all
+(``Transport.perform_request``; elastic-transport-python#197), so a full queue got four requests in a row;
+:meth:`ElasticsearchBackend.send` and the bulk helper wait before resending a 429."""
+
+
+SEND_429_RETRIES = 3
+
+
+SEND_429_BACKOFF = 0.5
+"""A 429 answered to :meth:`ElasticsearchBackend.send` is resent after ``b``, ``2b``, ``4b`` seconds, ``b`` drawn from
+``[SEND_429_BACKOFF / 2, SEND_429_BACKOFF]``."""
+
+
+def client_major() -> int:
+    """Major version of the installed ``elasticsearch`` client: the REST compatibility we ask for.
+
+    The 9.x client talks to 9.x clusters; for an 8.x cluster install the 8.x client
+    (``pip install 'elasticsearch>=8.18,<9'``), with which es_rag sends ``compatible-with=8``.
+    """
+    import importlib.metadata
+
+    return int(importlib.metadata.version("elasticsearch").split(".")[0])
+
+
+def request_headers(ndjson: bool, has_body: bool) -> dict[str, str]:
+    major = client_major()
+    headers = {"accept": f"application/vnd.elasticsearch+json; compatible-with={major}"}
+    if has_body:
+        kind = "x-ndjson" if ndjson else "json"
+        headers["content-type"] = f"application/vnd.elasticsearch+{kind}; compatible-with={major}"
+    return headers
+
+
+def is_licence_refusal(body: Any) -> bool:
+    """Whether an error body is a licence refusal: ``LicenseUtils.newComplianceException`` answers 403
+    ``security_exception`` with reason ``current license is non-compliant for [<feature>]`` and the metadata
+    ``es.license.expired.feature`` (rendered without ``es.``). A privilege 403 is also a ``security_exception``
+    but has neither.
+
+    Args:
+        body: The response body.
+    """
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict) or err.get("type") != "security_exception":
+        return False
+    return "license.expired.feature" in err or str(err.get("reason", "")).startswith(
+        "current license is non-compliant for ["
+    )
+
+
+def api_error(what: str, status: int, body: Any, url: str) -> ClusterError:
+    """The :class:`ClusterError` for an error status, in one line that says what to do."""
+    if status == 403 and is_licence_refusal(body):
+        return LicenseError(
+            f"{what}: licence does not allow this request ({error_reason(body)})", status=403, response=body
+        )
+    if status == 401:
+        return ClusterError(
+            f"{what}: authentication failed at {url}: set ES_API_KEY, or ES_USERNAME and ES_PASSWORD "
+            f"({error_reason(body)})",
+            status=401,
+            response=body,
+        )
+    if status == 403:
+        return ClusterError(f"{what}: permission denied: {error_reason(body)}", status=403, response=body)
+    text = str(body).lower()
+    if status == 400 and "media_type_header_exception" in text:
+        return ClusterError(
+            f"{what}: the cluster refuses REST compatibility with the installed elasticsearch client "
+            f"{client_major()}.x ({error_reason(body)}); for an 8.x cluster install the 8.x client: "
+            "pip install 'elasticsearch>=8.18,<9'",
+            status=400,
+            response=body,
+        )
+    return ClusterError(f"{what} failed: {error_reason(body)}", status=status, response=body)
+
+
+def exception_cause(exc: BaseException) -> str:
+    """The innermost cause of a transport error, in words (``[Errno 111] Connection refused``)."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None or (inner.__context__ is not None and not inner.__suppress_context__):
+        nxt = inner.__cause__ or inner.__context__
+        assert nxt is not None
+        inner = nxt
+    text = str(inner) or type(inner).__name__
+    m = re.search(
+        r"(\[Errno -?\d+\][^')\"]*|CERTIFICATE_VERIFY_FAILED[^')\"]*|[Nn]ame or service not known|"
+        r"timed out|Fingerprints did not match[^')\"]*|WRONG_VERSION_NUMBER[^')\"]*)",
+        text,
+    )
+    return m.group(1).strip() if m else text[:300]
+
+
+def check_url(url: str | None) -> str:
+    """An Elasticsearch URL with scheme, host and port, or a :class:`ConfigError` that shows the right form."""
+    raw = (url or "").strip().rstrip("/")
+    if not raw:
+        raise ConfigError("no Elasticsearch URL: pass --es http://localhost:9200 (or --cloud-id)")
+    parsed = urllib.parse.urlsplit(raw if "://" in raw else "")
+    if "://" in raw and parsed.scheme not in ("http", "https"):
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the scheme must be http or https")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(
+            f"Elasticsearch URL {raw!r} needs a scheme: use http://{raw} or https://{raw} (Elasticsearch 9 serves "
+            "https with its own CA by default)"
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the port is not a number") from None
+    if port is None and parsed.scheme == "http":
+        raise ConfigError(f"Elasticsearch URL {raw!r} has no port: Elasticsearch listens on 9200, e.g. {raw}:9200")
+    return raw
+
+
+def client_url(client: Any) -> str:
+    """The first node's address of a client, for messages."""
+    try:
+        node = client.transport.node_pool.all()[0]
+        return str(node.base_url)
+    except Exception:  # a stand-in client in tests
+        return "the cluster"
+
+
+C = TypeVar("C", bound="ClusterClient")
+
+
+class ClusterClient:
+    """Sends es_rag's requests to a cluster through an ``elasticsearch.Elasticsearch`` client and learns what the
+    cluster offers (:meth:`probe`).
+
+    The client is the caller's (an app's connection pool, auth and TLS) or built by :meth:`connect`; every request
+    goes through :meth:`send`, which sets its own retry and timeout options per call. Use it as a context
+    manager, or call :meth:`close`, to release the connections.
+
+    Args:
+        client: A configured client (tests pass one whose transport returns canned responses).
+        settings: Index names, candidate counts, fusion path.
+        url: The cluster address, for messages (read from the client when not given).
+    """
+
+    def __init__(self, client: Any, settings: Settings, *, url: str | None = None) -> None:
+        self.client = client
+        self.settings = settings
+        self.url = url or client_url(client)
+        self._caps: Capabilities | None = None
+        self._probe_lock = threading.Lock()
+
+    @classmethod
+    def connect(
+        cls: type[C],
+        url: str | None,
+        settings: Settings,
+        *,
+        api_key: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        verify_certs: bool = True,
+        ca_certs: str | None = None,
+        ssl_assert_fingerprint: str | None = None,
+        cloud_id: str | None = None,
+    ) -> C:
+        """Build a client for ``url`` (or an Elastic Cloud ``cloud_id``).
+
+        Credentials: explicit ones first (``api_key``, else ``username``/``password``), then the environment
+        (``ES_API_KEY``, else ``ES_USERNAME``/``ES_PASSWORD``); an environment variable never overrides an explicit
+        credential. The client resends only 502/503/504 at once (never 429, which :meth:`send` and the bulk helper
+        retry with backoff) and uses ``settings.connection.request_timeout``.
+
+        Args:
+            url: ``http(s)://host:port``; None with ``cloud_id``.
+            settings: Settings (request timeout among them).
+            api_key: API key (base64 ``id:key``).
+            username: Basic-auth user.
+            password: Basic-auth password.
+            verify_certs: Verify TLS certificates (``--insecure`` turns it off).
+            ca_certs: CA bundle that signed the cluster's certificate (Elasticsearch 9 starts with its own CA:
+                ``config/certs/http_ca.crt``).
+            ssl_assert_fingerprint: SHA-256 fingerprint of the cluster's certificate (instead of a CA).
+            cloud_id: Elastic Cloud deployment id (instead of ``url``).
+
+        Raises:
+            ConfigError: A URL without a scheme, host or port; TLS options on ``http://``; url and cloud_id together.
+        """
+        from elasticsearch import Elasticsearch
+
+        kwargs: dict[str, Any] = {
+            "request_timeout": settings.connection.request_timeout,
+            "retry_on_status": TRANSPORT_RETRY_STATUSES,
+            "verify_certs": verify_certs,
+        }
+        if cloud_id:
+            if url:
+                raise ConfigError(
+                    "give either an Elasticsearch URL (--es) or an Elastic Cloud id (--cloud-id), not both"
+                )
+            kwargs["cloud_id"] = cloud_id
+            shown = f"Elastic Cloud deployment {cloud_id.split(':', 1)[0]}"
+        else:
+            url = check_url(url)
+            shown = url
+            if url.startswith("http://") and (ca_certs or ssl_assert_fingerprint):
+                raise ConfigError(f"--ca-certs / --ssl-assert-fingerprint need an https:// URL, got {url}")
+        if ca_certs:
+            kwargs["ca_certs"] = ca_certs
+        if ssl_assert_fingerprint:
+            kwargs["ssl_assert_fingerprint"] = ssl_assert_fingerprint
+        if not verify_certs:
+            kwargs["ssl_show_warn"] = False  # --insecure is explicit; the CLI says so once
+        if api_key:
+            kwargs["api_key"] = api_key
+        elif username and password:
+            kwargs["basic_auth"] = (username, password)
+        elif os.environ.get("ES_API_KEY"):
+            kwargs["api_key"] = os.environ["ES_API_KEY"]
+        elif os.environ.get("ES_USERNAME") and os.environ.get("ES_PASSWORD"):
+            kwargs["basic_auth"] = (os.environ["ES_USERNAME"], os.environ["ES_PASSWORD"])
+        try:
+            client = Elasticsearch(None if cloud_id else url, **kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"cannot connect to {shown}: {exc}") from None
+        return cls(client, settings, url=shown)
+
+    def close(self) -> None:
+        """Close the client's connections (the backend cannot be used afterwards)."""
+        self.client.close()
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport -----------------------------------------------------------------------------
+    def send(self, request: EsRequest, *, ignore: Sequence[int] = (), timeout: float | None = None) -> Any:
+        """Send one request and return the parsed body.
+
+        The transport resends 502/503/504 at once; a 429 (a full queue) is resent here after a jittered,
+        doubling wait, at most ``SEND_429_RETRIES`` times (every request es_rag sends is idempotent). A
+        connection error is resent by the transport; a timeout never is (the cluster may have done the work).
+
+        Args:
+            request: The request.
+            ignore: HTTP statuses returned as a body instead of raised.
+            timeout: Seconds for this request (default ``settings.connection.request_timeout``).
+
+        Raises:
+            LicenseError: The licence does not allow the request (``LicenseUtils.newComplianceException``).
+            ClusterUnreachable: No answer: refused, DNS, TLS (the message says which).
+            ClusterTimeout: No answer in time.
+            ClusterError: Any other error status (401 with a credentials hint, 403 with the missing privilege).
+        """
+        from elastic_transport import TlsError
+        from elasticsearch import ApiError, ConnectionTimeout, TransportError, UnsupportedProductError
+
+        headers = request_headers(request.is_ndjson, request.body is not None)
+        options: dict[str, Any] = {"retry_on_status": TRANSPORT_RETRY_STATUSES}
+        if timeout is not None:
+            options["request_timeout"] = timeout
+        client = self.client.options(**options)
+        what = f"{request.method} /{request.path}"
+        wait = SEND_429_BACKOFF * (1.0 - 0.5 * random.random())
+        for attempt in range(SEND_429_RETRIES + 1):
+            try:
+                resp = client.perform_request(request.method, "/" + request.path, headers=headers, body=request.body)
+                return resp.body
+            except UnsupportedProductError as exc:
+                raise ClusterError(
+                    f"{self.url} answered, but it is not Elasticsearch (no X-Elastic-Product header): check the URL "
+                    "and the port (Elasticsearch listens on 9200 by default; Kibana on 5601 is not it)",
+                    status=exc.meta.status,
+                ) from exc
+            except ApiError as exc:
+                status = exc.meta.status
+                if status in ignore:
+                    return exc.body
+                if status == 429 and attempt < SEND_429_RETRIES:
+                    time.sleep(wait)
+                    wait *= 2
+                    continue
+                raise api_error(what, status, exc.body, self.url) from exc
+            except ConnectionTimeout as exc:
+                limit = timeout if timeout is not None else self.settings.connection.request_timeout
+                raise ClusterTimeout(
+                    f"{what}: timed out after {limit:g} s without an answer from {self.url} (the cluster may still "
+                    "have done the work; --request-timeout / --bulk-timeout set the limits)"
+                ) from exc
+            except TlsError as exc:
+                raise ClusterUnreachable(
+                    f"TLS with {self.url} failed: {exception_cause(exc)}. "
+                    "Pass the cluster's CA (--ca-certs, ES_CA_CERTS: "
+                    "Elasticsearch 9 writes config/certs/http_ca.crt) or its certificate fingerprint "
+                    "(--ssl-assert-fingerprint); --insecure skips verification on a throwaway dev cluster"
+                ) from exc
+            except TransportError as exc:
+                raise ClusterUnreachable(f"{what}: cluster unreachable at {self.url}: {exception_cause(exc)}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- probe / doctor --------------------------------------------------------------------------
+    def probe(self, *, refresh: bool = False) -> Capabilities:
+        """Version, licence, inference endpoints, analysis plugins and installed asset versions, read once
+        (thread-safe) and cached.
+
+        Works with a least-privilege key: every GET that needs more than ``read`` (``monitor`` for ``/``,
+        ``_license`` and ``_nodes/plugins``, ``monitor_inference``, template and pipeline privileges) tolerates a
+        403, which is recorded in ``Capabilities.unreadable`` and leads to the safe choice (client fusion, version
+        features probed on first use); a 403 is never read as a licence refusal.
+
+        Args:
+            refresh: Probe again even if cached.
+        """
+        with self._probe_lock:
+            caps = self._caps
+            if caps is None or refresh:
+                caps = self._probe()
+                self._caps = caps
+            return caps
+
+    def _probe(self) -> Capabilities:
+        unreadable: dict[str, str] = {}
+
+        def get(path: str, privilege: str, ignore: tuple[int, ...] = ()) -> Any:
+            resp = self.send(EsRequest("GET", path), ignore=(403, *ignore))
+            if isinstance(resp, dict) and resp.get("status") == 403 and "error" in resp:
+                unreadable[path or "/"] = f"HTTP 403: needs {privilege} ({error_reason(resp)})"
+                return None
+            return resp
+
+        root = get("", "cluster privilege monitor")
+        version = str(root.get("version", {}).get("number", "0")) if isinstance(root, dict) else UNKNOWN_VERSION
+        lic_resp = get("_license", "cluster privilege monitor", (404,))
+        if lic_resp is None:
+            ltype, lstatus = "unknown", "unknown"
+        else:
+            lic = (lic_resp.get("license") or {}) if isinstance(lic_resp, dict) else {}
+            ltype, lstatus = str(lic.get("type", "unknown")), str(lic.get("status", "unknown"))
+        native, reason = decide_native_rrf(version, ltype, lstatus)
+        if "_license" in unreadable:
+            reason = f"licence unreadable ({unreadable['_license']}): client fusion"
+        try:
+            inf = get("_inference/_all", "cluster privilege monitor_inference", (400, 404))
+            raw_endpoints = inf.get("endpoints", []) if isinstance(inf, dict) else []
+        except ClusterError:
+            raw_endpoints = []
+        endpoints = [str(e.get("inference_id", "?")) for e in raw_endpoints]
+        endpoint_info = {
+            str(e.get("inference_id", "?")): {
+                "task_type": str(e.get("task_type", "unknown")),
+                "service": str(e.get("service", "unknown")),
+                "dimensions": str((e.get("service_settings") or {}).get("dimensions", "")),
+            }
+            for e in raw_endpoints
+        }
+        plugins_resp = get("_nodes/plugins", "cluster privilege monitor")
+        plugins = sorted(
+            {
+                p.get("name", "")
+                for node in (plugins_resp or {}).get("nodes", {}).values()
+                for p in node.get("plugins", [])
+                if p.get("name", "").startswith("analysis-")
+            }
+        )
+        assets: dict[str, int | None] = {}
+        installed: dict[str, Any] = {}
+        for path in setup_paths(self.settings):  # paths only: works with analyzer=auto unresolved
+            got = get(path, ASSET_PRIVILEGE[path.split("/", 1)[0]], (404,))
+            assets[path] = installed_version(path, got)
+            installed[path] = got
+        known = version != UNKNOWN_VERSION
+        return Capabilities(
+            version=version,
+            license_type=ltype,
+            license_status=lstatus,
+            native_rrf=native,
+            native_rrf_reason=reason,
+            vectors_in_source_param=version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION if known else None,
+            inference_endpoints=endpoints,
+            inference_endpoint_info=endpoint_info,
+            analysis_plugins=plugins,
+            installed_assets=assets,
+            installed_analyzers=installed_text_analyzers(installed, self.settings),
+            unreadable=unreadable,
+        )
+
+    def privileges(self) -> dict[str, str]:
+        """Which uses (search, ingest, setup) the caller's credentials allow on this prefix's indices, and what
+        each lacks, from ``POST _security/user/_has_privileges`` (which needs no privilege of its own)."""
+        request = privileges_request(self.settings)
+        names = request.body["index"][0]["names"]
+        resp = self.send(request, ignore=(400, 403, 404, 500))
+        if not isinstance(resp, dict) or "error" in resp or "index" not in resp:
+            reason = error_reason(resp) if isinstance(resp, dict) else str(resp)
+            return {"check": f"unknown (security disabled, or _has_privileges unavailable: {reason})"}
+        cluster = resp.get("cluster") or {}
+        index = resp.get("index") or {}
+        out = {"user": str(resp.get("username", "?"))}
+        for use, need in ROLE_PRIVILEGES.items():
+            missing = [f"cluster {c}" for c in need["cluster"] if not cluster.get(c)]
+            for name in names:
+                missing += [f"index {p} on {name}" for p in need["index"] if not (index.get(name) or {}).get(p)]
+            out[use] = "ok" if not missing else "missing: " + ", ".join(missing)
+        out["monitor"] = (
+            "held"
+            if cluster.get("monitor")
+            else "missing (optional: version and licence unreadable -> client fusion; deletes run in the foreground)"
+        )
+        return out
+
+    def fusion_path(self, settings: Settings | None = None) -> str:
+        """``native`` or ``client`` for this cluster and ``settings`` (default: the backend's).
+
+        Args:
+            settings: Settings whose ``fusion_path`` applies (per-call override).
+        """
+        mode = (settings or self.settings).fusion.path
+        if mode is FusionPath.CLIENT:
+            return "client"
+        caps = self.probe()
+        if mode is FusionPath.NATIVE:
+            if not caps.native_rrf:
+                raise ConfigError(
+                    f"fusion_path=native requested but {caps.native_rrf_reason}; use --fusion-path client or auto"
+                )
+            return "native"
+        return "native" if caps.native_rrf else "client"

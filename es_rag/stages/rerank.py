@@ -1,0 +1,148 @@
+"""The rerank stage: the cross-encoder scores the first ``rerank_k`` fused candidates (through the result
+cache, under a timeout), the scores are calibrated per model, and the list is re-sorted. When the model
+cannot load, fails or times out, the fused order is kept and the path says why; nothing is lost."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+from es_rag.cross_encoder.model import (
+    RANKING_TEXT_VERSION,
+    Calibration,
+    CrossEncoderReranker,
+    RerankOutput,
+    load_calibration,
+    order_by_scores,
+    ranking_text,
+)
+from es_rag.cross_encoder.result_cache import ResultCache, cache_key
+from es_rag.errors import EsRagError, ModelLoadError
+from es_rag.records import Hit
+from es_rag.settings import RerankSettings
+from es_rag.stages.base import StageOutput
+from es_rag.stages.pack import PROMPT_VERSION
+
+
+class RerankStage:
+    """Cross-encoder reranking with its calibration, result cache and timeout.
+
+    ``info["reranked"]`` of each output says whether the cross-encoder ordered the hits (the gate decides
+    only on a reranked list).
+
+    Args:
+        reranker: The cross-encoder; None disables reranking (the fused order is kept).
+        settings: ``rerank_k``, calibration, timeout.
+        cache: Result cache; None: no cache.
+    """
+
+    def __init__(
+        self, reranker: CrossEncoderReranker | None, settings: RerankSettings, cache: ResultCache | None
+    ) -> None:
+        self.reranker = reranker
+        self.settings = settings
+        self.cache = cache
+        self._error: str | None = None
+        self._calibration: Calibration | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def calibration(self) -> Calibration:
+        """The reranker's calibration: the settings, else the model directory's calibration file."""
+        if self._calibration is None:
+            s = self.settings
+            name = self.reranker.name if self.reranker is not None else None
+            self._calibration = load_calibration(
+                name if name and Path(name).is_dir() else None,
+                method=s.calibration,
+                temperature=s.temperature,
+                bias=s.bias,
+                threshold=s.threshold,
+            )
+        return self._calibration
+
+    def _score(self, query: str, passages: list[tuple[str, str]]) -> RerankOutput:
+        assert self.reranker is not None
+        timeout = self.settings.timeout
+        if timeout is None:
+            return self.reranker.score(query, passages)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="es-rag-rerank")
+        return self._executor.submit(self.reranker.score, query, passages).result(timeout=timeout)
+
+    def _cache_key(self, query: str, head: list[Hit]) -> str:
+        assert self.reranker is not None
+        rr = self.reranker
+        options = {"long_text": rr.long_text, "aggregation": rr.aggregation, "top_m": rr.top_m}
+        return cache_key(
+            query,
+            [h.chunk_id for h in head],
+            model=rr.name,
+            model_version=rr.version,
+            ranking_text_version=RANKING_TEXT_VERSION,
+            prompt_version=PROMPT_VERSION,
+            options={**options, "max_length": rr.max_length},
+        )
+
+    def run(self, query: str, hits: list[Hit]) -> StageOutput:
+        """Rerank the first ``rerank_k`` hits; the rest are dropped (``beyond rerank_k``).
+
+        Args:
+            query: The user's query.
+            hits: Deduplicated candidates in fused order.
+        """
+        k = self.settings.k
+        head = hits[:k]
+        dropped = [(h.chunk_id, f"beyond rerank_k={k}") for h in hits[k:]]
+        info: dict[str, Any] = {"rerank_k": k, "reranked": False}
+
+        def kept(path: str, **more: Any) -> StageOutput:
+            return StageOutput(hits=head, dropped=dropped, info={**info, **more}, path=path)
+
+        if self.reranker is None:
+            return kept("disabled: fused order kept")
+        if self._error is None:
+            try:
+                self.reranker.warm_up()
+            except ModelLoadError as exc:
+                self._error = str(exc)
+        if self._error is not None:
+            return kept(f"fallback: fused order (reranker unavailable: {self._error})", fallback=True)
+        if not head:
+            return kept(f"cross-encoder {self.reranker.name} (no candidates)")
+        key = self._cache_key(query, head) if self.cache is not None else None
+        output = self.cache.get(key) if self.cache is not None and key is not None else None
+        if self.cache is not None:
+            info["cache"] = "hit" if output is not None else "miss"
+        if output is None:
+            try:
+                output = self._score(query, [ranking_text(h) for h in head])
+            except FutureTimeout:
+                return kept(f"fallback: fused order (reranker timed out after {self.settings.timeout}s)", fallback=True)
+            except (EsRagError, RuntimeError, ValueError, OSError) as exc:
+                return kept(f"fallback: fused order (reranker failed: {type(exc).__name__}: {exc})", fallback=True)
+            if self.cache is not None and key is not None:
+                self.cache.put(key, output, sources=[(h.tenant_id, h.source_id, h.source_version) for h in head])
+        cal = self.calibration()
+        out = []
+        for h in order_by_scores(head, output, self.reranker.name):
+            assert h.semantic_score is not None
+            out.append(h.replace(calibrated_score=cal.apply(h.semantic_score), final_score=h.semantic_score))
+        fused_rank = {h.chunk_id: i for i, h in enumerate(head, start=1)}
+        info.update(
+            reranked=True,
+            model_version=self.reranker.version,
+            ranking_text_version=RANKING_TEXT_VERSION,
+            pairs=output.pairs,
+            calibration=cal.to_dict(),
+            scores=[
+                {"id": h.chunk_id, "fused_rank": fused_rank[h.chunk_id], "raw": h.semantic_score}
+                | {"calibrated": h.calibrated_score}
+                for h in out
+            ],
+            truncation={head[i].chunk_id: t.to_dict() for i, t in enumerate(output.truncation) if t.strategy != "none"},
+            truncated=[h.chunk_id for h in out if h.truncated],
+        )
+        cached = " (cache hit)" if info.get("cache") == "hit" else ""
+        return StageOutput(hits=out, dropped=dropped, info=info, path=f"cross-encoder {self.reranker.name}{cached}")
