@@ -76,7 +76,7 @@ def candidates(dataset: Path, n_queries: int, depth: int) -> tuple[list[tuple[st
                     text=corpus[d]["text"],
                     tenant_id="bench",
                     title=corpus[d]["title"],
-                    rrf_score=1.0 / (60 + rank + 1),
+                    fused_score=1.0 / (60 + rank + 1),
                     final_score=1.0 / (60 + rank + 1),
                     vector=vec,
                 )
@@ -179,11 +179,11 @@ def main() -> None:
     for (_q, hits), scores in zip(work, ours, strict=True):
         kept = dedup_hits(hits).hits
         scored = sorted(
-            (h.replace(semantic_score=s, final_score=s) for h, s in zip(kept, scores, strict=True)),
+            (h.replace(rerank_score=s, final_score=s) for h, s in zip(kept, scores, strict=True)),
             key=lambda h: -(h.final_score or 0.0),
         )
         gate = apply_gate(
-            scored, [h.semantic_score or 0.0 for h in scored], threshold=None, cliff=0.3, margin=None, scale="raw"
+            scored, [h.rerank_score or 0.0 for h in scored], threshold=None, cliff=0.3, margin=None, scale="raw"
         )
         rel = np.asarray([h.final_score or 0.0 for h in gate.hits])
         span = float(rel.max() - rel.min()) if len(rel) else 0.0

@@ -125,8 +125,8 @@ class SearchBackend(Protocol):
         """Number of child chunks stored (only those ``flt`` allows, when given)."""
         ...
 
-    def gated(self, flt: SearchFilter) -> SearchFilter:
-        """``flt`` with a snapshot of the tenant's active-version gate (the registry read once); a filter that
+    def snapshot_versions(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with a snapshot of the tenant's active-version snapshot (the registry read once); a filter that
         already carries one is returned as it is. The pipeline calls it once per search."""
         ...
 

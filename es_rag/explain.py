@@ -39,7 +39,7 @@ def explain_sections(
     Args:
         query: The query.
         vector: The query vector.
-        flt: Hard filter (with the version gate).
+        flt: Hard filter (with the version snapshot).
         settings: Fusion method, normaliser, weights, exact channel.
         paths: Native (True) and/or client (False), in print order.
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
@@ -89,7 +89,7 @@ def template_section(
     Args:
         query: The query.
         vector: The query vector.
-        flt: Hard filter (with the version gate).
+        flt: Hard filter (with the version snapshot).
         settings: Settings.
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
     """

@@ -14,7 +14,7 @@ from typing import Any
 
 from es_rag.errors import ConfigError
 from es_rag.settings import PUBLIC_GROUP
-from es_rag.versions.registry import VersionGate
+from es_rag.versions.registry import VersionSnapshot
 
 _RESERVED = {"tenant_id", "acl"}
 
@@ -27,16 +27,16 @@ class SearchFilter:
         tenant_id: Tenant of the caller; required, never empty.
         groups: ACL groups of the caller. The implicit ``public`` group is always added.
         metadata: Extra exact-match conditions, field -> value or tuple of allowed values (keyword fields).
-        versions: Active-version gate (:class:`~es_rag.versions.registry.VersionGate`); the backends set it on every
-            search so only the committed version of each source is served.
+        versions: Active-version snapshot (:class:`~es_rag.versions.registry.VersionSnapshot`); the backends set
+            it on every search so only the committed version of each source is served.
     """
 
     tenant_id: str
     groups: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Active-version gate (issue 3, es_rag.versions.registry): set by the backends on every search so retired and
+    # Active-version snapshot (issue 3, es_rag.versions.registry): set by the backends on every search so retired and
     # not-yet-committed source versions are excluded inside every retriever; None = no gate.
-    versions: VersionGate | None = None
+    versions: VersionSnapshot | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tenant_id, str) or not self.tenant_id.strip():
@@ -53,15 +53,17 @@ class SearchFilter:
             normalised[key] = values
         object.__setattr__(self, "metadata", normalised)
 
-    def with_versions(self, gate: VersionGate | None) -> SearchFilter:
-        """This filter with the active-version gate ``gate`` (see :mod:`es_rag.versions.registry`).
+    def with_versions(self, snapshot: VersionSnapshot | None) -> SearchFilter:
+        """This filter with the tenant's active-version ``snapshot`` (see :mod:`es_rag.versions.registry`).
 
         Args:
-            gate: The tenant's gate; None removes it.
+            snapshot: The tenant's snapshot; None removes it.
         """
-        if gate is not None and gate.tenant_id != self.tenant_id:
-            raise ConfigError(f"version gate of tenant {gate.tenant_id!r} on a filter of tenant {self.tenant_id!r}")
-        return dataclasses.replace(self, versions=gate)
+        if snapshot is not None and snapshot.tenant_id != self.tenant_id:
+            raise ConfigError(
+                f"version snapshot of tenant {snapshot.tenant_id!r} on a filter of tenant {self.tenant_id!r}"
+            )
+        return dataclasses.replace(self, versions=snapshot)
 
     def to_es(self) -> list[dict[str, Any]]:
         """Elasticsearch filter clauses (for a bool ``filter``, a retriever ``filter`` or a kNN ``filter``)."""

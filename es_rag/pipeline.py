@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,20 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SearchResult:
-    """Selected hits (best first), the packed context and the trace."""
+    """Selected hits (best first), the packed context, the trace, and what each ranking stage produced.
+
+    Attributes:
+        query: The query.
+        hits: The packed evidence, best first.
+        context: The packed context with citations.
+        trace: Every stage's record and the paths taken.
+        candidates: The hits after the rerank stage (reranked, or in fused order), before the gate.
+        status: The gate's verdict (``evidence``, ``no_sufficient_evidence``, ``undecided``).
+        status_basis: What the gate used, in words.
+        channels: Per retrieval channel, the chunk ids it returned, best first (empty when fused natively).
+        fused: The fused chunk ids, best first.
+        reranked: Whether the cross-encoder ordered ``candidates`` (False: disabled or a fallback).
+    """
 
     query: str
     hits: list[Hit]
@@ -42,6 +55,9 @@ class SearchResult:
     candidates: list[Hit]
     status: str = "undecided"
     status_basis: str = ""
+    channels: dict[str, list[str]] = field(default_factory=dict)
+    fused: list[str] = field(default_factory=list)
+    reranked: bool = False
 
     @property
     def no_sufficient_evidence(self) -> bool:
@@ -218,9 +234,9 @@ class RagPipeline:
         if not query or not query.strip():
             raise EsRagError("query: empty query")
         trace = Trace()
-        # Active-version gate (es_rag.versions.registry): every backend call below, in every retriever, serves only
+        # Active-version snapshot (es_rag.versions.registry): every backend call below, in every retriever, serves only
         # the committed version of each source.
-        flt = self.backend.gated(flt)
+        flt = self.backend.snapshot_versions(flt)
         vec = self._embed(query, trace)
         ret = self._retrieve(query, vec, flt, trace)
         s = self.settings
@@ -255,6 +271,9 @@ class RagPipeline:
             candidates=ranked.hits,
             status=status,
             status_basis=basis,
+            channels={name: [h.chunk_id for h in hits] for name, hits in ret.channels.items()},
+            fused=[h.chunk_id for h in fused.hits],
+            reranked=reranked,
         )
 
 

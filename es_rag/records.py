@@ -55,7 +55,8 @@ class Chunk:
 
     @property
     def version_key(self) -> str:
-        """``source_id@source_version``: what the active-version gate (:mod:`es_rag.versions.registry`) filters on."""
+        """``source_id@source_version``: what the active-version snapshot (:mod:`es_rag.versions.registry`)
+        filters on."""
         return f"{self.source_id}@{self.source_version}"
 
     @property
@@ -131,10 +132,10 @@ class Hit:
     bm25_score: float | None = None
     dense_score: float | None = None
     exact_score: float | None = None
-    rrf_score: float | None = None
-    semantic_score: float | None = None
+    fused_score: float | None = None
+    rerank_score: float | None = None
     calibrated_score: float | None = None
-    business_score: float | None = None
+    boost_score: float | None = None
     final_score: float | None = None
     ranks: Mapping[str, int] = field(default_factory=dict)
     retrieval_sources: tuple[str, ...] = ()
@@ -186,10 +187,10 @@ class Hit:
             "bm25": self.bm25_score,
             "dense": self.dense_score,
             "exact": self.exact_score,
-            "rrf": self.rrf_score,
-            "rerank": self.semantic_score,
+            "fusion": self.fused_score,
+            "rerank": self.rerank_score,
             "calibrated": self.calibrated_score,
-            "business": self.business_score,
+            "boost": self.boost_score,
             "final": self.final_score,
         }
 
@@ -250,6 +251,14 @@ class Trace:
         finally:
             record.ms = (time.perf_counter() - start) * 1000.0
             self.stages.append(record)
+
+    def record(self, name: str) -> StageRecord | None:
+        """The record of stage ``name``, None when it did not run.
+
+        Args:
+            name: Stage name (``retrieve``, ``fusion``, ``rerank``, ...).
+        """
+        return next((s for s in self.stages if s.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form used by ``search --json``."""

@@ -345,7 +345,7 @@ def _exercise(backend: Any, run: _Runner) -> None:
 
 def _landed(backend: Any, report: Any) -> str:
     backend.send(EsRequest("POST", f"{backend.settings.chunk_index},{backend.settings.parent_index}/_refresh"))
-    counts = {t: backend.count(backend.gated(SearchFilter(t, ("finance",)))) for t in (TENANT_A, TENANT_B)}
+    counts = {t: backend.count(backend.snapshot_versions(SearchFilter(t, ("finance",)))) for t in (TENANT_A, TENANT_B)}
     written = report.indexed - report.parents  # retrieval units (sections in semantic_text mode)
     assert sum(counts.values()) == written, f"{written} chunks written, {sum(counts.values())} searchable"
     return f"{sum(counts.values())} chunks searchable ({counts[TENANT_A]} + {counts[TENANT_B]} in the two tenants)"
@@ -377,7 +377,7 @@ def _lineage(backend: Any) -> str:
 def _vectors(backend: Any) -> tuple[str, str] | str:
     s: Settings = backend.settings
     if s.encoder.vectors is VectorMode.SEMANTIC_TEXT:
-        flt = backend.gated(SearchFilter(TENANT_A))
+        flt = backend.snapshot_versions(SearchFilter(TENANT_A))
         ret = backend.retrieve(QUERY, None, flt, s.replace(fusion_path="client", exact_channel="off"))
         hits = ret.channels.get("dense", [])
         assert hits, f"the semantic query on the semantic_text field found nothing ({ret.notes})"
@@ -393,7 +393,7 @@ def _vectors(backend: Any) -> tuple[str, str] | str:
         ret = backend.retrieve(
             "",
             np.asarray(vec, dtype=np.float32),
-            backend.gated(SearchFilter(TENANT_A, ("finance",))),
+            backend.snapshot_versions(SearchFilter(TENANT_A, ("finance",))),
             s.replace(fusion_path="client", exact_channel="off"),
         )
         top = ret.channels.get("dense", [])
@@ -414,7 +414,8 @@ def _retrieval(pipe: Any, settings: Settings) -> str:
     assert (TENANT_A, "handbook.md") in sources, f"{path}: the handbook was not found ({sources})"
     assert all(t == TENANT_A for t, _ in sources), f"{path}: another tenant's chunk was returned"
     assert "finance.md" not in {sid for _, sid in sources}, f"{path}: an ACL-restricted chunk was returned"
-    notes = [n for s in result.trace.stages if s.name == "retrieve" for n in s.info.get("notes", [])]
+    retrieve = result.trace.record("retrieve")
+    notes = list(retrieve.info.get("notes", [])) if retrieve else []
     fallback = [n for n in notes if "refused" in n or "client path" in n]
     assert not fallback or settings.fusion.path.value != "native", f"{path}: fell back: {fallback[0]}"
     return f"{path}: {len(result.candidates)} candidates, the handbook among them, no other tenant or group"
@@ -424,7 +425,7 @@ def _exact(backend: Any, embedder: HashingEmbedder) -> str:
     s: Settings = backend.settings
     q = "what does error E1042 mean"
     vec = None if s.encoder.vectors is VectorMode.SEMANTIC_TEXT else embedder.embed_query(q)
-    ret = backend.retrieve(q, vec, backend.gated(SearchFilter(TENANT_A)), s.replace(fusion_path="client"))
+    ret = backend.retrieve(q, vec, backend.snapshot_versions(SearchFilter(TENANT_A)), s.replace(fusion_path="client"))
     hits = ret.channels.get("exact", [])
     assert hits and hits[0].source_id == "handbook.md", f"exact channel found {[h.source_id for h in hits]}"
     return f"identifier E1042 found by match_phrase on the .ident subfields ({len(hits)} hit(s))"
@@ -434,7 +435,7 @@ def _template(backend: Any, embedder: HashingEmbedder) -> str:
     from es_rag.elasticsearch.bodies import search_template_request
 
     s: Settings = backend.settings
-    flt = backend.gated(SearchFilter(TENANT_A))
+    flt = backend.snapshot_versions(SearchFilter(TENANT_A))
     vectors_param = backend.probe().vectors_in_source_param is not False
     req = search_template_request(QUERY, embedder.embed_query(QUERY), flt, s, vectors_in_source_param=vectors_param)
     hits = backend.send(req)["hits"]["hits"]

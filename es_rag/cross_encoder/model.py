@@ -8,7 +8,7 @@
   passage kept) or scored as overlapping windows that each keep the ranking_text header, aggregated
   with ``max`` or ``mean_top_m`` (strategy ``windows``). Every hit gets a truncation record:
   original tokens, model tokens, strategy, windows.
-* Scores are kept raw (model logits, no activation) in ``semantic_score``; :class:`Calibration`
+* Scores are kept raw (model logits, no activation) in ``rerank_score``; :class:`Calibration`
   maps them to a per-model calibrated relevance (sigmoid with temperature and bias). A threshold is
   only ever per model (settings or the model directory's ``es_rag_calibration.json``), never a
   universal 0.5.
@@ -504,7 +504,7 @@ class CrossEncoderReranker:
     def rerank(
         self, query: str, hits: Sequence[Hit], *, document_types: Sequence[str | None] | None = None
     ) -> list[Hit]:
-        """Score every hit against ``query``; returns hits sorted by raw ``semantic_score``, best first.
+        """Score every hit against ``query``; returns hits sorted by raw ``rerank_score``, best first.
 
         Args:
             query: The user's query.
@@ -525,7 +525,7 @@ def order_by_scores(hits: Sequence[Hit], result: RerankOutput, model_name: str) 
         model_name: Recorded in ``reranker_model``.
     """
     scored = [
-        h.replace(semantic_score=s, reranker_model=model_name, truncated=t.truncated)
+        h.replace(rerank_score=s, reranker_model=model_name, truncated=t.truncated)
         for h, s, t in zip(hits, result.scores, result.truncation, strict=True)
     ]
     keys = np.asarray(result.scores, dtype=np.float64)

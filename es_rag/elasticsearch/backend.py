@@ -33,7 +33,7 @@ from es_rag.filters import SearchFilter
 from es_rag.query import plan_search, semantic_mode
 from es_rag.records import CHANNEL_SCORE_FIELD, Chunk, Hit
 from es_rag.settings import Settings, VectorMode
-from es_rag.versions.registry import VersionGate, registry_get_request, registry_index
+from es_rag.versions.registry import VersionSnapshot, registry_get_request, registry_index
 
 BULK_MAX_RETRIES = 3
 
@@ -154,8 +154,8 @@ class ElasticsearchBackend(ClusterAdmin):
         return report
 
     # -- reads --------------------------------------------------------------------------------
-    def gated(self, flt: SearchFilter) -> SearchFilter:
-        """``flt`` with a snapshot of the tenant's active-version gate: the registry document read once (a
+    def snapshot_versions(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with a snapshot of the tenant's active-version snapshot: the registry document read once (a
         real-time GET) and its hidden keys inlined (:mod:`es_rag.versions.registry`), so every request built from the
         returned filter serves the same committed version of each source.
         :meth:`es_rag.pipeline.RagPipeline.search` calls it once per search, before any other backend call;
@@ -179,7 +179,7 @@ class ElasticsearchBackend(ClusterAdmin):
             )
         found = isinstance(resp, dict) and resp.get("found")
         hidden = ((resp.get("_source") or {}).get("hidden") or []) if found else []
-        return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(str(k) for k in hidden)))
+        return flt.with_versions(VersionSnapshot(flt.tenant_id, hidden=frozenset(str(k) for k in hidden)))
 
     def version_store(self) -> EsVersionStore:
         """Version switches and source deletes on this cluster (the registry index and ``_delete_by_query``)."""
@@ -212,7 +212,7 @@ class ElasticsearchBackend(ClusterAdmin):
             try:
                 resp, reqs = self._search(query_text, query_vector, flt, settings, native=True, channels=plan.channels)
                 fused = [
-                    hit_from_es(h).replace(rrf_score=h.get("_score"), final_score=h.get("_score"))
+                    hit_from_es(h).replace(fused_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
                 ]
                 if semantic_mode(settings):

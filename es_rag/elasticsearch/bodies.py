@@ -157,7 +157,7 @@ def _child_retriever(
     raise ValueError(f"unknown channel {channel!r}")
 
 
-def native_rrf_body(
+def native_fusion_body(
     query_text: str,
     query_vector: Sequence[float] | np.ndarray | None,
     flt: SearchFilter,
@@ -290,7 +290,7 @@ def search_requests(
     """
     index = settings.chunk_index
     if native:
-        body = native_rrf_body(
+        body = native_fusion_body(
             query_text,
             query_vector,
             flt,
@@ -386,7 +386,7 @@ def render_search_template(source: str, params: dict[str, Any]) -> dict[str, Any
 
     Supports ``{{name}}`` (values are JSON-escaped scalars inside strings), ``{{#toJson}}name{{/toJson}}``
     and ``{{#name}}...{{/name}}`` / ``{{^name}}...{{/name}}`` sections on a present / absent param. Used
-    by the tests to prove the stored template renders to exactly :func:`native_rrf_body`'s retriever.
+    by the tests to prove the stored template renders to exactly :func:`native_fusion_body`'s retriever.
 
     Args:
         source: Template source (mustache over JSON).

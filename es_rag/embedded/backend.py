@@ -32,7 +32,7 @@ from es_rag.filters import SearchFilter
 from es_rag.query import identifier_tokens, plan_search
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
-from es_rag.versions.registry import VersionGate
+from es_rag.versions.registry import VersionSnapshot
 
 FORMAT_VERSION = 1
 
@@ -310,11 +310,11 @@ class EmbeddedBackend:
         """
         if flt is None:
             return len(self._children)
-        flt = self.gated(flt)
+        flt = self.snapshot_versions(flt)
         return sum(1 for doc in self._children.values() if flt.matches(doc))
 
-    def gated(self, flt: SearchFilter) -> SearchFilter:
-        """``flt`` with the tenant's active-version gate from the registry (:mod:`es_rag.versions.registry`).
+    def snapshot_versions(self, flt: SearchFilter) -> SearchFilter:
+        """``flt`` with the tenant's active-version snapshot from the registry (:mod:`es_rag.versions.registry`).
 
         A filter that already carries a snapshot (the pipeline gates once per call) is returned as it is.
 
@@ -324,7 +324,7 @@ class EmbeddedBackend:
         if flt.versions is not None:
             return flt
         hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
-        return flt.with_versions(VersionGate(flt.tenant_id, hidden=frozenset(hidden)))
+        return flt.with_versions(VersionSnapshot(flt.tenant_id, hidden=frozenset(hidden)))
 
     def version_store(self) -> EmbeddedVersionStore:
         """Version switches and source deletes on this store."""
@@ -409,7 +409,7 @@ class EmbeddedBackend:
             flt: Hard filter.
             settings: Candidate counts.
         """
-        flt = self.gated(flt)
+        flt = self.snapshot_versions(flt)
         self._refresh()
         mask = self._mask(flt) if self._ids else np.zeros(0, dtype=bool)
         plan = plan_search(query_text, query_vector, settings, native_available=False)
@@ -482,7 +482,7 @@ class EmbeddedBackend:
             flt: Hard filter.
         """
         out = {}
-        flt = self.gated(flt)
+        flt = self.snapshot_versions(flt)
         for pid in parent_ids:
             doc = self._parents.get(pid)
             if doc is not None and flt.matches(doc):
@@ -499,7 +499,7 @@ class EmbeddedBackend:
             window: Children per side.
         """
         out: dict[str, list[Hit]] = {}
-        flt = self.gated(flt)
+        flt = self.snapshot_versions(flt)
         for a in anchors:
             if a.start_offset is None or window < 1:
                 continue

@@ -164,7 +164,7 @@ def build_es_index(
 
     The chunks and vectors are the ones :func:`build_index` makes (same embedding cache); ``setup`` installs
     the assets and creates the indices when absent; the sources are switched in through the version
-    registry (begin, bulk through the ingest pipeline, refresh, commit), so every retriever's version gate
+    registry (begin, bulk through the ingest pipeline, refresh, commit), so every retriever's version snapshot
     serves them.
 
     Args:

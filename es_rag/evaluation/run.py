@@ -58,13 +58,6 @@ from es_rag.settings import Settings
 DEPTH = 200
 
 
-def _stage(trace: Any, name: str) -> Any:
-    for st in trace.stages:
-        if st.name == name:
-            return st
-    return None
-
-
 def _chunking_stage(
     index: ChunkedEvalIndex,
     qrels: dict[str, dict[str, int]],
@@ -207,18 +200,18 @@ def evaluate(
             trace = result.trace
             for st in trace.stages:
                 lat.setdefault(st.name, []).append(st.ms)
-            retrieve = _stage(trace, "retrieve")
-            for ch, took in retrieve.info.get("took_ms", {}).items():
+            retrieve = trace.record("retrieve")
+            for ch, took in (retrieve.info.get("took_ms", {}) if retrieve else {}).items():
                 lat.setdefault(f"retrieve.{ch}", []).append(float(took))
-            channels = {ch: [c["id"] for c in rows] for ch, rows in retrieve.info["channels"].items()}
+            channels = result.channels
             for ch in ("bm25", "dense"):
                 ids = channels.get(ch, [])
                 channel_ids[ch][qid] = ids
                 runs[ch][qid] = run_from_ids(docs(ids))
-            fused = [f["id"] for f in _stage(trace, "fusion").info["fused"]]
+            fused = result.fused
             runs["hybrid"][qid] = run_from_ids(docs(fused))
             rerank_path = trace.paths.get("rerank", rerank_path)
-            reranked = rerank_path.startswith("cross-encoder")
+            reranked = result.reranked
             head = [h.chunk_id for h in result.candidates]
             if reranked:
                 runs["rerank"][qid] = run_from_ids(docs([*head, *fused]))
@@ -238,7 +231,7 @@ def evaluate(
                     "fused": [{"id": d, "rank": r, "source_id": src(d)} for r, d in enumerate(fused, 1)],
                     "reranker_scores": (
                         [
-                            {"id": h.chunk_id, "source_id": h.source_id, "score": h.semantic_score}
+                            {"id": h.chunk_id, "source_id": h.source_id, "score": h.rerank_score}
                             for h in result.candidates
                         ]
                         if reranked

@@ -10,6 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from es_rag.errors import ConfigError
+from es_rag.settings.base import (
+    BBQ_DEFAULT_OVERSAMPLE,
+    CHANNELS,
+    DEFAULT_EMBEDDING_MODEL,
+    DEFAULT_RERANKER_MODEL,
+    RESERVED_PREFIXES,
+    Group,
+)
 from es_rag.settings.enums import (
     Aggregation,
     Analyzer,
@@ -29,12 +37,7 @@ from es_rag.settings.enums import (
     parse_enum,
 )
 from es_rag.settings.groups import (
-    BBQ_DEFAULT_OVERSAMPLE,
-    CHANNELS,
-    DEFAULT_EMBEDDING_MODEL,
-    DEFAULT_RERANKER_MODEL,
     GROUPS,
-    RESERVED_PREFIXES,
     BoostSettings,
     ChunkingSettings,
     ConnectionSettings,
@@ -43,7 +46,6 @@ from es_rag.settings.groups import (
     ExpandSettings,
     FusionSettings,
     GateSettings,
-    Group,
     IndexSettings,
     PackSettings,
     RerankSettings,

@@ -10,12 +10,21 @@ vector dimensions of a quantized index type) live in :class:`es_rag.settings.Set
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from es_rag.errors import ConfigError
+from es_rag.settings.base import (
+    BBQ_DEFAULT_OVERSAMPLE,
+    CHANNELS,
+    DEFAULT_EMBEDDING_MODEL,
+    DEFAULT_RERANKER_MODEL,
+    PREFIX_RE,
+    RESERVED_PREFIXES,
+    Group,
+    opt,
+)
 from es_rag.settings.enums import (
     Aggregation,
     Analyzer,
@@ -31,101 +40,7 @@ from es_rag.settings.enums import (
     Similarity,
     VectorIndexType,
     VectorMode,
-    parse_enum,
 )
-
-DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_RERANKER_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
-BBQ_DEFAULT_OVERSAMPLE = 3.0
-"""Elasticsearch's own ``rescore_vector.oversample`` for ``bbq_*`` from 9.1
-(``DenseVectorFieldMapper.DEFAULT_OVERSAMPLE``); es_rag writes it explicitly so 9.0 and 8.18 rescore the same way."""
-
-_PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,100}$")
-RESERVED_PREFIXES = (
-    "logs", "metrics", "traces", "synthetics", "profiling", "exemplars", "agentless", "ilm-history",
-    "behavioral_analytics", "ai-index", "security_solution", "fleet-synced-integrations", "apm",
-)  # fmt: skip
-"""Index-name roots of the templates a 9.x node installs itself (StackTemplateRegistry: ``logs-*-*``,
-``metrics-*-*``, ``synthetics-*-*``, ``agentless-*-*`` at priority 100; otel ``*.otel-*`` 120; APM 140; ILM history;
-behavioral analytics; ``ai-index-idx-*`` at priority 500 on the newest versions; Fleet's synced integrations).
-es_rag's index templates (priority 500) would take those indices over, or collide: a prefix equal to one of them or
-starting with it and ``-`` is refused."""
-CHANNELS = ("bm25", "dense", "exact")
-"""Retrieval channel names (keys of ``channel_weights`` and of a retrieval's per-channel lists)."""
-
-
-def opt(
-    default: Any = dataclasses.MISSING,
-    *,
-    help: str,
-    flat: str | None = None,
-    metavar: str | None = None,
-    shown: str | None = None,
-    factory: Any = None,
-) -> Any:
-    """A settings field with its command-line metadata.
-
-    Args:
-        default: Default value.
-        help: One-line help; the CLI appends the default.
-        flat: Flat name (``Settings(flat=...)``, ``--flat``); default: the field name.
-        metavar: Placeholder in ``--help``.
-        shown: How ``--help`` shows the default when the value alone does not say it (None values).
-        factory: ``default_factory`` for mutable defaults.
-    """
-    meta = {"help": help, "flat": flat, "metavar": metavar, "shown": shown}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Group:
-    """Base of a settings group: a frozen dataclass whose fields carry :func:`opt` metadata."""
-
-    NAME: ClassVar[str] = ""
-    TITLE: ClassVar[str] = ""
-
-    @classmethod
-    def flat_names(cls) -> dict[str, str]:
-        """Field name -> flat name."""
-        return {f.name: f.metadata.get("flat") or f.name for f in dataclasses.fields(cls)}
-
-    def flat(self, name: str) -> str:
-        """The flat name of field ``name`` (used in every error message: it is what the user wrote)."""
-        return self.flat_names()[name]
-
-    def _enum(self, name: str, enum_cls: Any, *, optional: bool = False) -> None:
-        value = getattr(self, name)
-        if value is None and optional:
-            return
-        object.__setattr__(self, name, parse_enum(enum_cls, value, self.flat(name)))
-
-    def _int(self, name: str, *, minimum: int = 1, optional: bool = False) -> None:
-        value = getattr(self, name)
-        if value is None and optional:
-            return
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            raise ConfigError(f"{self.flat(name)}: must be {what}{' or None' if optional else ''}, got {value!r}")
-
-    def _number(
-        self, name: str, *, low: float | None = None, high: float | None = None, above: float | None = None
-    ) -> None:
-        value = getattr(self, name)
-        if value is None:
-            return
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        ok = ok and (low is None or value >= low) and (high is None or value <= high)
-        ok = ok and (above is None or value > above)
-        if not ok:
-            if above is not None:
-                rule = f"> {above:g}"
-            elif high is None:
-                rule = f">= {low:g}"
-            else:
-                rule = f"within [{low:g}, {high:g}]"
-            raise ConfigError(f"{self.flat(name)}: must be {rule}, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +86,7 @@ class IndexSettings(Group):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.prefix, str) or not _PREFIX_RE.match(self.prefix):
+        if not isinstance(self.prefix, str) or not PREFIX_RE.match(self.prefix):
             raise ConfigError(
                 f"index_prefix: {self.prefix!r} is not a valid index name prefix "
                 "(lowercase letters, digits, '-' and '_', starting with a letter or digit)"

@@ -2,9 +2,9 @@
 (seed 002 §2.3, §11). Hard constraints (tenant, ACL, expired versions) stay hard filters in the
 retrievers; nothing here can bring back a filtered document, it only re-orders what passed.
 
-Each rule contributes a number; their sum is ``business_score`` and
+Each rule contributes a number; their sum is ``boost_score`` and
 
-    final = base + business_score * |base|
+    final = base + boost_score * |base|
 
 where ``base`` is the calibrated reranker score when there is one, else the raw reranker score,
 else the fused (RRF) score. The boost is relative to the base's magnitude, so the same rules work on
@@ -79,7 +79,7 @@ def base_score(hit: Hit) -> float:
     Args:
         hit: The candidate.
     """
-    for value in (hit.calibrated_score, hit.semantic_score, hit.rrf_score, hit.final_score):
+    for value in (hit.calibrated_score, hit.rerank_score, hit.fused_score, hit.final_score):
         if value is not None:
             return float(value)
     return 0.0
@@ -139,7 +139,7 @@ def business_rank(hits: Sequence[Hit], rules: BusinessRules) -> tuple[list[Hit],
         base = base_score(h)
         business = sum(p.values())
         final = base + business * abs(base)
-        scored.append(h.replace(business_score=business, final_score=final))
+        scored.append(h.replace(boost_score=business, final_score=final))
         rows.append({"id": h.chunk_id, "base": base, "contributions": p, "business": business, "final": final})
     order = sorted(range(len(scored)), key=lambda i: (-(scored[i].final_score or 0.0), i))
     return [scored[i] for i in order], [rows[i] for i in order]

@@ -30,7 +30,7 @@ from es_rag.records import Hit
 from es_rag.settings import ExpandSettings
 from es_rag.stages.base import StageOutput
 
-SCORE_FIELDS = ("bm25_score", "dense_score", "rrf_score", "semantic_score", "calibrated_score", "final_score")
+SCORE_FIELDS = ("bm25_score", "dense_score", "fused_score", "rerank_score", "calibrated_score", "final_score")
 
 
 def _max_scores(members: Sequence[Hit]) -> dict[str, float | None]:
@@ -90,7 +90,7 @@ def expand_parents(hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, max_
                 retrieval_sources=_sources(members),
                 ranks=dict(members[0].ranks),
                 reranker_model=members[0].reranker_model,
-                business_score=members[0].business_score,
+                boost_score=members[0].boost_score,
                 expanded_from=tuple(m.chunk_id for m in members),
                 vector=None,
             )

@@ -264,7 +264,7 @@ def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hi
         ranks = {names[i]: r for i, r in enumerate(item.ranks) if r is not None}
         out.append(
             by_id[item.id].replace(
-                rrf_score=item.score, ranks=ranks, retrieval_sources=tuple(ranks), final_score=item.score
+                fused_score=item.score, ranks=ranks, retrieval_sources=tuple(ranks), final_score=item.score
             )
         )
     return out
@@ -286,5 +286,5 @@ def run(retrieval: Retrieval, settings: Settings) -> StageOutput:
             path = f"client-linear (normalizer={fusion.normalizer}, rank_window_size={window})"
         else:
             path = f"client-rrf (rank_constant={fusion.rank_constant}, rank_window_size={window})"
-    fused = [{"id": h.chunk_id, "rank": i, "score": h.rrf_score} for i, h in enumerate(hits, start=1)]
+    fused = [{"id": h.chunk_id, "rank": i, "score": h.fused_score} for i, h in enumerate(hits, start=1)]
     return StageOutput(hits=hits, info={"fused": fused}, path=path)

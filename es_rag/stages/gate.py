@@ -129,14 +129,14 @@ def run(hits: Sequence[Hit], *, reranked: bool, calibration: Any, settings: Gate
 
     Args:
         hits: Candidates, best first (reranked or fused order).
-        reranked: Whether the cross-encoder scored them (``semantic_score`` / ``calibrated_score`` set).
+        reranked: Whether the cross-encoder scored them (``rerank_score`` / ``calibrated_score`` set).
         calibration: The reranker's :class:`~es_rag.cross_encoder.model.Calibration` (``method``, ``threshold``).
         settings: Cliff and margin.
     """
     if not reranked:
         return apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
     calibrated = calibration.method != "none"
-    scores = [float((h.calibrated_score if calibrated else h.semantic_score) or 0.0) for h in hits]
+    scores = [float((h.calibrated_score if calibrated else h.rerank_score) or 0.0) for h in hits]
     return apply_gate(
         hits,
         scores,

@@ -127,8 +127,8 @@ class RerankStage:
         cal = self.calibration()
         out = []
         for h in order_by_scores(head, output, self.reranker.name):
-            assert h.semantic_score is not None
-            out.append(h.replace(calibrated_score=cal.apply(h.semantic_score), final_score=h.semantic_score))
+            assert h.rerank_score is not None
+            out.append(h.replace(calibrated_score=cal.apply(h.rerank_score), final_score=h.rerank_score))
         fused_rank = {h.chunk_id: i for i, h in enumerate(head, start=1)}
         info.update(
             reranked=True,
@@ -137,7 +137,7 @@ class RerankStage:
             pairs=output.pairs,
             calibration=cal.to_dict(),
             scores=[
-                {"id": h.chunk_id, "fused_rank": fused_rank[h.chunk_id], "raw": h.semantic_score}
+                {"id": h.chunk_id, "fused_rank": fused_rank[h.chunk_id], "raw": h.rerank_score}
                 | {"calibrated": h.calibrated_score}
                 for h in out
             ],

@@ -12,7 +12,7 @@ native retriever or the ``_msearch``, parents, neighbours -- carries the same in
     {"bool": {"must_not": [{"terms": {"version_key": ["<hidden key>", ...]}}]}}
 
 through :meth:`es_rag.filters.SearchFilter.to_es` (left out when nothing is hidden). A terms *lookup*
-(:class:`VersionGate` with ``index``) would be fetched again for every clause that uses it
+(:class:`VersionSnapshot` with ``index``) would be fetched again for every clause that uses it
 (``TermsQueryBuilder.doRewrite`` registers one GET per clause): a registry write between those GETs would
 serve the old version on one channel and the new one on another. The lookup form stays available for
 requests pasted into Kibana and the stored search template.
@@ -70,7 +70,7 @@ def registry_index(settings: Settings) -> str:
 
 
 @dataclass(frozen=True)
-class VersionGate:
+class VersionSnapshot:
     """The active-version predicate of one tenant.
 
     Args:

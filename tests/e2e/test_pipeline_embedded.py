@@ -17,7 +17,7 @@ from es_rag.settings import Settings
 from es_rag.wiring import build_chunker, build_embedder, load_manifest
 
 HIT_KEYS = {"chunk_id", "source_id", "parent_id", "tenant_id", "text", "scores", "sources"}
-SCORE_KEYS = {"bm25", "dense", "exact", "rrf", "rerank", "calibrated", "business", "final"}
+SCORE_KEYS = {"bm25", "dense", "exact", "fusion", "rerank", "calibrated", "boost", "final"}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_trace_records_every_stage_and_fallback(indexed, tiny_settings) -> None:
     # Fused order carries no relevance: the gate decides nothing and says so.
     assert result.trace.paths["gate"].startswith("undecided: not applied")
     assert result.trace.paths["rerank"].startswith("fallback: fused order")
-    assert all(h.semantic_score is None for h in result.hits)  # never a fake score
+    assert all(h.rerank_score is None for h in result.hits)  # never a fake score
     fusion = next(s for s in result.trace.stages if s.name == "fusion")
     assert fusion.info["fused"][0]["rank"] == 1
     d = result.to_dict()
@@ -125,10 +125,10 @@ def test_cross_encoder_scores_are_recorded(indexed, tiny_settings, tiny_cross_en
     )
     result = pipe.search("error NIM-E1042 checksum", SearchFilter("acme"))
     assert result.trace.paths["rerank"] == f"cross-encoder {tiny_cross_encoder}"
-    scores = [h.semantic_score for h in result.candidates]
+    scores = [h.rerank_score for h in result.candidates]
     assert all(s is not None for s in scores)
     assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
-    assert all(h.final_score == h.semantic_score for h in result.candidates)
+    assert all(h.final_score == h.rerank_score for h in result.candidates)
 
 
 def test_query_embedding_failure_falls_back_to_bm25(indexed, tiny_settings) -> None:  # type: ignore[no-untyped-def]

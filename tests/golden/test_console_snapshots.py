@@ -27,7 +27,7 @@ from es_rag.elasticsearch.bodies import search_requests, search_template_request
 from es_rag.es_request import EsRequest, render
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
-from es_rag.versions.registry import VersionGate
+from es_rag.versions.registry import VersionSnapshot
 from tests.support import golden
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -135,7 +135,7 @@ def expected_requests(snapshot: str) -> list[EsRequest]:
     query = QUERY_EXACT if "_exact" in snapshot else QUERY
     # explain prints what the pipeline sends: the caller's filter plus the tenant's registry snapshot, which
     # without a cluster hides nothing (the gate clause is left out; a comment says where the keys come from)
-    flt = SearchFilter("acme", ("support",)).with_versions(VersionGate("acme"))
+    flt = SearchFilter("acme", ("support",)).with_versions(VersionSnapshot("acme"))
     vector = [1.0] + [0.0] * 7  # --no-vector placeholder (unit vector)
     if "template" in snapshot:
         return [search_template_request(query, vector, flt, settings)]

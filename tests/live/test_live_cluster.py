@@ -238,7 +238,7 @@ def test_client_rrf_over_msearch_equals_native_rrf(ingested: ElasticsearchBacken
 
     assert set(native_ids) == set(client_scores)
     for h in ret_n.fused:  # Elasticsearch computes 1/(k+rank) in float32
-        assert h.rrf_score == pytest.approx(client_scores[h.chunk_id], rel=1e-5)
+        assert h.fused_score == pytest.approx(client_scores[h.chunk_id], rel=1e-5)
     ordered = [client_scores[i] for i in native_ids]
     assert all(a >= b - 1e-9 for a, b in itertools.pairwise(ordered)), "native order disagrees with client RRF"
 

@@ -41,7 +41,7 @@ def _doc(version: str, body: str) -> SourceDoc:
 
 
 def _served_versions(backend: ElasticsearchBackend) -> set[str]:
-    flt = backend.gated(SearchFilter("acme"))
+    flt = backend.snapshot_versions(SearchFilter("acme"))
     body = {"size": 100, "query": {"bool": {"filter": flt.to_es()}}, "_source": ["source_version"]}
     resp = backend.send(EsRequest("POST", f"{backend.settings.chunk_index}/_search", body))
     return {h["_source"]["source_version"] for h in resp["hits"]["hits"]}
@@ -140,7 +140,9 @@ def test_semantic_text_mode_end_to_end(live_backend: ElasticsearchBackend, minil
         doc = _doc("v1", "Remote wipe erases a lost laptop. Keys rotate every 90 days.")
         report = ingest_documents([doc], chunker=chunker, embedder=None, backend=backend, server_chunking=True)
         assert not report.failed and report.indexed >= 1
-        ret = backend.retrieve("how often do keys rotate", None, backend.gated(SearchFilter("acme")), settings)
+        ret = backend.retrieve(
+            "how often do keys rotate", None, backend.snapshot_versions(SearchFilter("acme")), settings
+        )
         hits = ret.fused if ret.fused is not None else ret.channels.get("dense", [])
         assert hits and all(h.tenant_id == "acme" for h in hits)
     finally:

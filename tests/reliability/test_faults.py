@@ -226,7 +226,7 @@ def test_a_reranker_that_fails_to_load_falls_back_to_fused_order(tmp_path: Any) 
     for q in ("sync error", "reset password token"):
         result = pipe.search(q, SearchFilter("acme", ("support", "eng")))
         assert result.trace.paths["rerank"].startswith("fallback: fused order (reranker unavailable")
-        assert all(h.semantic_score is None for h in result.candidates)
+        assert all(h.rerank_score is None for h in result.candidates)
         assert [h.chunk_id for h in result.candidates] == [
             h["id"] for h in next(s for s in result.trace.stages if s.name == "fusion").info["fused"]
         ][: len(result.candidates)]

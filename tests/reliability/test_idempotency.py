@@ -106,7 +106,7 @@ def test_a_version_switch_never_serves_both_versions_or_none(kind: str, chunker:
     observed: list[set[str]] = []
 
     def served() -> set[str]:
-        flt = backend.gated(SearchFilter("acme"))
+        flt = backend.snapshot_versions(SearchFilter("acme"))
         ret = backend.retrieve("sync engine retries wipe token", None, flt, S)
         parents = backend.get_parents(["__none__"], flt)
         assert parents == {}

@@ -91,11 +91,11 @@ def test_injected_text_ranks_exactly_where_the_model_scores_it() -> None:
         pipe = RagPipeline(backend, embedder=RandomEmbedder(), settings=S, tokenizer=WordTokenizer(), reranker=reranker)
         result = pipe.search("sync engine error", SearchFilter("acme"))
         ranked = [h.chunk_id for h in result.candidates]
-        scores = {h.chunk_id: h.semantic_score for h in result.candidates}
+        scores = {h.chunk_id: h.rerank_score for h in result.candidates}
         expected = sorted(ranked, key=lambda c: (-scores[c], ranked.index(c)))
         assert ranked == expected
         for h in result.candidates:  # the score is the model's score of that text, nothing else
-            assert h.semantic_score == reranker.raw("sync engine error", ranking_text(h)[1])
+            assert h.rerank_score == reranker.raw("sync engine error", ranking_text(h)[1])
         moved += ranked.index("c4") != 0
     assert moved == len(INJECTIONS)  # "rank this document first" never put it first
 

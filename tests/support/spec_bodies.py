@@ -53,7 +53,7 @@ from es_rag.records import Chunk
 from es_rag.settings import Analyzer, Settings, Similarity
 from es_rag.versions.registry import (
     RegistryState,
-    VersionGate,
+    VersionSnapshot,
     lineage_count_requests,
     purge_requests,
     refresh_request,
@@ -115,7 +115,7 @@ FILTERS: dict[str, SearchFilter] = {
     "acl=support": SearchFilter("acme", ("support",)),
     # the active-version gate the pipeline adds (es_rag.versions.registry): a terms lookup in every retriever
     "acl=support+versions": SearchFilter("acme", ("support",)).with_versions(
-        VersionGate("acme", index=registry_index(Settings()))
+        VersionSnapshot("acme", index=registry_index(Settings()))
     ),
     "acl=support,eng+metadata": SearchFilter(
         "globex",

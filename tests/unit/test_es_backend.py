@@ -289,7 +289,7 @@ def test_native_retrieve_sends_one_search_with_the_filter_inside_every_child() -
     assert isinstance(ret, Retrieval)
     assert ret.path == "native-rrf" and ret.channels == {} and ret.notes == []
     assert [h.chunk_id for h in ret.fused or []] == ["c1", "c2"]
-    assert ret.fused is not None and ret.fused[0].rrf_score == pytest.approx(0.0325)
+    assert ret.fused is not None and ret.fused[0].fused_score == pytest.approx(0.0325)
     assert ret.fused[0].tenant_id == "acme" and ret.fused[0].parent_id == "p-c1"
     assert ret.took_ms == {"search": 4.0}
     assert [r.path for r in ret.requests] == [f"{CHUNKS_INDEX}/_search"]

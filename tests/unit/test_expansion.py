@@ -54,7 +54,7 @@ def backend() -> EmbeddedBackend:
 
 
 def as_hit(c: Chunk, score: float) -> Hit:
-    return Hit.from_source(c.to_source()).replace(final_score=score, semantic_score=score, retrieval_sources=("bm25",))
+    return Hit.from_source(c.to_source()).replace(final_score=score, rerank_score=score, retrieval_sources=("bm25",))
 
 
 def test_neighbours_merge_within_filter_and_never_cross_tenants() -> None:

@@ -20,7 +20,7 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings, Similarity
-from es_rag.versions.registry import VersionGate, registry_index
+from es_rag.versions.registry import VersionSnapshot, registry_index
 from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
 from tests.support.double.client import strict_backend
 from tests.support.double.cluster import StrictCluster
@@ -165,7 +165,7 @@ def test_terms_lookup_per_clause_could_serve_two_versions_in_one_search() -> Non
             cluster.handle("PUT", registry, "", after, {})
 
     cluster.before_lookup.append(switch_between_lookups)
-    lookup_flt = SearchFilter("acme").with_versions(VersionGate("acme", index=registry_index(s)))
+    lookup_flt = SearchFilter("acme").with_versions(VersionSnapshot("acme", index=registry_index(s)))
     vec = RandomEmbedder().embed_query("sync engine retries")
     ret = backend.retrieve("sync engine retries", vec, lookup_flt, s.replace(fusion_path="client"))
     versions = {name: {h.source_version for h in hits} for name, hits in ret.channels.items()}

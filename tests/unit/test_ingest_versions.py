@@ -20,7 +20,7 @@ from es_rag.errors import ClusterError
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, delete_source, ingest_documents, load_files
 from es_rag.settings import Settings
-from es_rag.versions.registry import RegistryState, VersionGate
+from es_rag.versions.registry import RegistryState, VersionSnapshot
 from tests.support.spec_bodies import RecordingClient
 
 
@@ -47,7 +47,7 @@ class Recorder:
 
 
 def _versions_served(backend: EmbeddedBackend) -> set[str]:
-    flt = backend.gated(SearchFilter("acme"))
+    flt = backend.snapshot_versions(SearchFilter("acme"))
     return {d["source_version"] for d in backend._children.values() if flt.matches(d)}
 
 
@@ -190,7 +190,7 @@ def test_truncation_is_reported(minilm_tokenizer) -> None:  # type: ignore[no-un
 
 
 def test_gate_in_filter_and_predicate() -> None:
-    gate = VersionGate("acme", index="es-rag-versions", hidden=frozenset({"g@v1"}))
+    gate = VersionSnapshot("acme", index="es-rag-versions", hidden=frozenset({"g@v1"}))
     flt = SearchFilter("acme").with_versions(gate)
     assert flt.to_es()[-1] == {
         "bool": {"must_not": [{"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}}]}
@@ -198,7 +198,7 @@ def test_gate_in_filter_and_predicate() -> None:
     base = {"tenant_id": "acme", "acl": ["public"]}
     assert not flt.matches({**base, "version_key": "g@v1"})
     assert flt.matches({**base, "version_key": "g@v2"}) and flt.matches(base)
-    inline = VersionGate("acme", hidden=frozenset({"b", "a"})).to_es()
+    inline = VersionSnapshot("acme", hidden=frozenset({"b", "a"})).to_es()
     assert inline == {"bool": {"must_not": [{"terms": {"version_key": ["a", "b"]}}]}}
 
 
@@ -282,7 +282,7 @@ def test_es_gate_reaches_parents_and_count_bodies() -> None:
 
     client = RecordingClient(answer)
     backend = ElasticsearchBackend(client, Settings())
-    flt = backend.gated(SearchFilter("acme"))
+    flt = backend.snapshot_versions(SearchFilter("acme"))
     backend.get_parents(["p"], flt)
     backend.count(flt)
     inline = {"terms": {"version_key": ["s@v0", "s@v2"]}}

@@ -6,7 +6,7 @@ import pytest
 
 from es_rag.elasticsearch.assets import search_template_source
 from es_rag.elasticsearch.bodies import (
-    native_rrf_body,
+    native_fusion_body,
     render_search_template,
     search_requests,
     search_template_params,
@@ -48,7 +48,7 @@ def test_channel_plan() -> None:
 
 def test_native_body_names_children_and_filters_each() -> None:
     s = Settings(vector_dims=4, candidate_k=20, num_candidates=40, rerank_k=10)
-    body = native_rrf_body("error E1042", VEC, FLT, s)
+    body = native_fusion_body("error E1042", VEC, FLT, s)
     children = body["retriever"]["rrf"]["retrievers"]
     names = [next(iter(c.values()))["_name"] for c in children]
     assert names == ["bm25", "dense", "exact"]
@@ -58,7 +58,7 @@ def test_native_body_names_children_and_filters_each() -> None:
 
 def test_linear_body_carries_weights_and_normalizer() -> None:
     s = Settings(vector_dims=4, fusion_method="linear", channel_weights={"dense": 2.0})
-    lin = native_rrf_body("reset password", VEC, FLT, s)["retriever"]["linear"]
+    lin = native_fusion_body("reset password", VEC, FLT, s)["retriever"]["linear"]
     assert [e["weight"] for e in lin["retrievers"]] == [1.0, 2.0]
     assert {e["normalizer"] for e in lin["retrievers"]} == {"minmax"}
     assert lin["rank_window_size"] == s.retrieve.candidate_k
@@ -77,7 +77,7 @@ def test_stored_template_renders_to_the_native_body(query: str, vsp: bool, tie_b
     s = Settings(vector_dims=4, bm25_tie_breaker=tie_breaker)
     params = search_template_params(query, VEC, FLT, s, vectors_in_source_param=vsp)
     rendered = render_search_template(search_template_source(), params)
-    assert rendered == native_rrf_body(query, VEC, FLT, s, vectors_in_source_param=vsp)
+    assert rendered == native_fusion_body(query, VEC, FLT, s, vectors_in_source_param=vsp)
 
 
 def test_template_escapes_quotes_in_the_query() -> None:

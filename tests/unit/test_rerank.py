@@ -181,7 +181,7 @@ def test_timeout_falls_back_to_fused_order(tiny_cross_encoder, minilm_tokenizer)
         "password", SearchFilter("acme")
     )
     assert result.trace.paths["rerank"].startswith("fallback: fused order (reranker timed out after 0.05s)")
-    assert all(h.semantic_score is None for h in result.candidates)
+    assert all(h.rerank_score is None for h in result.candidates)
     assert result.trace.paths["gate"].startswith("undecided")
 
 

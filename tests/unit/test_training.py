@@ -81,7 +81,7 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
         for c, t in (("a", "malaria vaccine"), ("b", "gut"))
     ]
     ranked = rr.rerank("malaria", hits)
-    assert {h.chunk_id for h in ranked} == {"a", "b"} and all(h.semantic_score is not None for h in ranked)
+    assert {h.chunk_id for h in ranked} == {"a", "b"} and all(h.rerank_score is not None for h in ranked)
 
 
 def test_test_split_is_refused(beir: Path, tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     backend = None
     if uses_cluster(args):
         backend = connect(args, settings)
-        flt = backend.gated(flt)
+        flt = backend.snapshot_versions(flt)
         hidden = sorted(flt.versions.hidden) if flt.versions is not None else []
         gate_note = (
             f"version gate: {len(hidden)} hidden key(s) read from {registry_index(settings)}/_doc/{flt.tenant_id}"

@@ -1,0 +1,110 @@
+"""The backend contract: what the pipeline relies on from every :class:`es_rag.backend.SearchBackend`, run on the
+embedded backend, on the Elasticsearch backend against the strict cluster double, and on a real cluster when
+``ES_URL`` is set (the live runs skip otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from es_rag.backend import Retrieval
+from es_rag.filters import SearchFilter
+from es_rag.ingest import delete_source
+from es_rag.records import Hit
+from tests.support.contract import KINDS, chunk, corpus, load, open_backend
+
+ACME = SearchFilter("acme")
+Q = np.asarray([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+
+
+@pytest.fixture(params=KINDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    with open_backend(request.param) as (b, settings):
+        b.contract_settings = settings  # the settings it was opened with (the live one has its own prefix)
+        yield b
+
+
+def hits_of(ret: Retrieval) -> list[Hit]:
+    return list(ret.fused) if ret.fused is not None else [h for hits in ret.channels.values() for h in hits]
+
+
+def retrieve(backend: Any, query: str, flt: SearchFilter, vector: Any = Q) -> list[Hit]:
+    return hits_of(backend.retrieve(query, vector, backend.snapshot_versions(flt), backend.contract_settings))
+
+
+def test_count_follows_tenant_and_acl(backend: Any) -> None:
+    load(backend, *corpus())
+    assert backend.count() == 6
+    assert backend.count(ACME) == 3  # a4 is legal-only
+    assert backend.count(SearchFilter("acme", ("legal",))) == 4
+    assert backend.count(SearchFilter("globex")) == 2
+    assert backend.count(SearchFilter("initech")) == 0
+
+
+def test_every_channel_runs_under_the_hard_filter(backend: Any) -> None:
+    load(backend, *corpus())
+    got = retrieve(backend, "reset the password", ACME)
+    assert got and {h.tenant_id for h in got} == {"acme"}
+    assert "a4" not in {h.chunk_id for h in got} and {"a1", "a2"} <= {h.chunk_id for h in got}
+    # the identifier brings the exact channel in; globex's identical chunk never appears
+    ret = backend.retrieve("what is E1042", Q, backend.snapshot_versions(ACME), backend.contract_settings)
+    ids = [h.chunk_id for h in hits_of(ret)]
+    assert "a3" in ids and "g2" not in ids
+    assert any("E1042" in note for note in ret.notes)
+    # BM25 alone (no vector) is still filtered
+    assert {h.tenant_id for h in retrieve(backend, "password", SearchFilter("globex"), None)} == {"globex"}
+
+
+def test_acl_groups_open_restricted_chunks(backend: Any) -> None:
+    load(backend, *corpus())
+    assert "a4" not in {h.chunk_id for h in retrieve(backend, "legal hold", ACME)}
+    assert "a4" in {h.chunk_id for h in retrieve(backend, "legal hold", SearchFilter("acme", ("legal",)))}
+
+
+def test_a_version_switch_serves_only_the_committed_version(backend: Any) -> None:
+    children, parents = corpus()
+    load(backend, children, parents)
+    v2 = [chunk("a1-v2", "reset the password in settings now", version="v2", start=0)]
+    retired = load(backend, v2, [chunk("p-guide-v2", "Guide v2", version="v2", parent=None, kind="parent")])
+    assert retired == [("guide", "v1")]
+    ids = {h.chunk_id for h in retrieve(backend, "reset the password", ACME)}
+    assert "a1-v2" in ids and not ids & {"a1", "a2", "a3"}  # v1 is hidden before it is purged
+    purged = backend.version_store().purge("acme", retired)
+    assert purged.clean and purged.deleted >= 3
+    assert backend.count(ACME) == 1 and backend.count(SearchFilter("globex")) == 2
+
+
+def test_the_version_snapshot_is_taken_once(backend: Any) -> None:
+    load(backend, *corpus())
+    snap = backend.snapshot_versions(ACME)
+    assert snap.versions is not None and snap.versions.tenant_id == "acme"
+    assert backend.snapshot_versions(snap) is snap
+
+
+def test_delete_source_removes_its_lineage_and_nothing_else(backend: Any) -> None:
+    load(backend, *corpus())
+    out = delete_source(backend, "acme", "guide")
+    assert out["remaining"] == {"chunks": 0, "parents": 0} and out["deleted"] == 4  # a1-a3 and p-guide
+    backend.version_store().refresh()
+    assert backend.count(SearchFilter("acme", ("legal",))) == 1 and backend.count(SearchFilter("globex")) == 2
+    assert "guide" not in backend.version_store().state("acme").active
+
+
+def test_parents_and_neighbours_stay_under_the_filter(backend: Any) -> None:
+    load(backend, *corpus())
+    parents = backend.get_parents(["p-guide", "p-guide-g", "p-policy"], backend.snapshot_versions(ACME))
+    assert set(parents) == {"p-guide"} and parents["p-guide"].tenant_id == "acme"
+    anchor = next(h for h in retrieve(backend, "password reset link expires", ACME) if h.chunk_id == "a2")
+    neighbours = backend.get_neighbors([anchor], backend.snapshot_versions(ACME), 1)
+    assert [h.chunk_id for h in neighbours["a2"]] == ["a1", "a3"]
+
+
+def test_a_bad_document_fails_alone(backend: Any) -> None:
+    good = chunk("ok1", "a good document about passwords")
+    bad = chunk("bad1", "no tenant here", tenant="", source="orphan")
+    report = backend.index([good, bad])
+    assert report.indexed == 1  # the good one lands; the bad one is named by its document and field
+    assert report.failed == [{"document": "orphan", "field": "tenant_id", "reason": "missing required field"}]
