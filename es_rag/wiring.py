@@ -96,13 +96,10 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
         settings: Settings.
         index_dir: Embedded index directory (None keeps it in memory).
     """
+    from es_rag.elasticsearch.assets import resolved_settings
     from es_rag.settings import Analyzer
 
-    analyzer = settings.index.analyzer
-    if analyzer is Analyzer.AUTO:
-        from es_rag.elasticsearch.assets import resolve_analyzer
-
-        analyzer = resolve_analyzer(analyzer, plugins=None).analyzer
+    analyzer = resolved_settings(settings, plugins=None).index.analyzer
     if analyzer is Analyzer.KUROMOJI:
         analyzer = Analyzer.CJK
     return EmbeddedBackend(
