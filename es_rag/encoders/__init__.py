@@ -1,0 +1,1 @@
+"""Embedding models, tokenizers, the on-disk embedding cache and model-hub access."""

@@ -1,0 +1,1 @@
+"""The post-retrieval stages: fusion, dedup, rerank, gate, boost, select, expand, pack; each returns a StageOutput."""

@@ -1,0 +1,1 @@
+"""Source versions: the registry state machine and its request builders, and the version-store protocol."""
