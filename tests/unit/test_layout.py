@@ -57,3 +57,14 @@ def test_the_layer_contract_names_every_package() -> None:
         if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
     }
     assert modules == layered, (sorted(modules - layered), sorted(layered - modules))
+
+
+def test_the_public_face_loads_lazily() -> None:
+    import subprocess
+
+    code = (
+        "import sys, es_rag; assert 'es_rag.wiring' not in sys.modules and 'torch' not in sys.modules; "
+        "from es_rag import SearchFilter, Settings, build_pipeline; "
+        "assert Settings(rerank_k=10).rerank.k == 10 and callable(build_pipeline) and SearchFilter('t').tenant_id == 't'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
