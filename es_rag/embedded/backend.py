@@ -362,8 +362,7 @@ class EmbeddedBackend:
             model = self._bm25.get(fld)
             if model is None or not tokens:
                 continue
-            vocab = model.vocab_dict
-            known = [t for t in tokens if t in vocab]
+            known = _scorable_tokens(model, tokens)
             if not known:
                 continue
             # bm25s "lucene" omits the (k1 + 1) numerator; Elasticsearch's LegacyBM25Similarity keeps it
@@ -567,3 +566,15 @@ def _phrase_freq(tokens: Sequence[str], phrase: Sequence[str]) -> int:
     """How often ``phrase`` occurs contiguously in ``tokens``."""
     n = len(phrase)
     return sum(1 for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == list(phrase))
+
+
+def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:
+    """The query tokens a bm25s model can score.
+
+    bm25s keeps ``""`` in ``vocab_dict`` with an id past the end of its score matrix (one row per indexed
+    term, ``len(indptr) - 1``), and ``get_scores`` raises for such an id; an empty string is never a term
+    of Elasticsearch's index either, so both are dropped here rather than trusted.
+    """
+    vocab: dict[str, int] = model.vocab_dict
+    n_terms = len(model.scores["indptr"]) - 1
+    return [t for t in tokens if t and vocab.get(t, n_terms) < n_terms]

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from es_rag.errors import ConfigError
+from es_rag.errors import ClusterTimeout, ClusterUnreachable, ConfigError
 from es_rag.evaluation.beir import load_beir
 from es_rag.evaluation.index import (
     CHUNKER_VERSION,
@@ -193,10 +193,30 @@ def evaluate(
     tokens: list[int] = []
     dup_rates: list[float] = []
     rerank_path = "disabled"
+    failures: list[dict[str, str]] = []
+
+    def relevant(qid: str) -> list[str]:
+        return sorted(d for d, g in qrels[qid].items() if g > 0)
+
     records = open(records_path, "w", encoding="utf-8") if records_path else None
     try:
         for qid, qtext in tqdm(queries.items(), desc="eval", unit="q", disable=not progress):
-            result = pipeline.search(qtext, flt)
+            try:
+                result = pipeline.search(qtext, flt)
+            except (ClusterUnreachable, ClusterTimeout):
+                raise  # every later query would fail the same way: stop, not a thousand failure records
+            except Exception as exc:  # one bad query must not throw the run away: record it, score it as 0
+                error = f"{type(exc).__name__}: {exc}"
+                failures.append({"query_id": qid, "query": qtext, "error": error})
+                for ch in ("bm25", "dense"):
+                    channel_ids[ch][qid] = []
+                for name in runs:
+                    if name != "rerank" or reranker is not None:
+                        runs[name][qid] = {}
+                if records is not None:
+                    failed = {"query_id": qid, "versions": versions, "error": error, "relevant": relevant(qid)}
+                    records.write(json.dumps(failed, ensure_ascii=False) + "\n")
+                continue
             trace = result.trace
             for st in trace.stages:
                 lat.setdefault(st.name, []).append(st.ms)
@@ -243,7 +263,7 @@ def evaluate(
                         {"stage": st.name, **d} for st in trace.stages for d in st.dropped if st.name != "rerank"
                     ],
                     "paths": dict(trace.paths),
-                    "relevant": sorted(d for d, g in qrels[qid].items() if g > 0),
+                    "relevant": relevant(qid),
                 }
                 records.write(json.dumps(record, ensure_ascii=False) + "\n")
     finally:
@@ -284,6 +304,7 @@ def evaluate(
         "dataset": str(dataset),
         "split": split,
         "queries": len(queries),
+        "failed_queries": failures,
         "documents": chunked.documents if chunked is not None else len(index.ids),
         "stages": stages,
         "paths": paths,
@@ -349,4 +370,10 @@ def format_report(result: dict[str, Any]) -> str:
     lines.extend(f"  {k:<16} p50={v['p50']:>8.1f} p95={v['p95']:>8.1f}" for k, v in result["latency_ms"].items())
     lines.append("paths:")
     lines.extend(f"  {k}: {v}" for k, v in result["paths"].items())
+    failed = result.get("failed_queries") or []
+    if failed:
+        lines.append(f"FAILED: {len(failed)} of {result['queries']} queries raised an error (scored as no result):")
+        lines.extend(f"  {f['query_id']}: {f['error']}" for f in failed[:10])
+        if len(failed) > 10:
+            lines.append(f"  ... and {len(failed) - 10} more (all in --json / --records)")
     return "\n".join(lines)

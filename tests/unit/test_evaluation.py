@@ -203,3 +203,55 @@ def test_cli_bm25_protocol_fills_only_the_options_not_given(argv: list[str], exp
             s.index.bm25_k1,
             s.index.bm25_b,
         ) == expected
+
+
+def test_a_failing_query_is_recorded_counted_and_the_run_goes_on(
+    beir: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: one query raising used to end ``eval`` with a traceback and no result at all."""
+    from es_rag.pipeline import RagPipeline
+
+    real = RagPipeline.search
+    _, queries, qrels = load_beir(beir, "test")
+
+    def search(self: RagPipeline, query: str, flt):  # type: ignore[no-untyped-def]
+        if query == queries["te2"]:
+            raise ValueError("The maximum token ID in the query (1475) is higher than the number of tokens")
+        return real(self, query, flt)
+
+    monkeypatch.setattr(RagPipeline, "search", search)
+    records = tmp_path / "runs.jsonl"
+    result = evaluate(beir, settings=settings, cache_dir=tmp_path / "cache", depth=20, records_path=records)
+    assert [f["query_id"] for f in result["failed_queries"]] == ["te2"]
+    assert "ValueError: The maximum token ID" in result["failed_queries"][0]["error"]
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["query_id"] for r in rows] == [f"te{t}" for t in range(6)]
+    assert rows[2]["error"].startswith("ValueError") and rows[2]["relevant"] == ["d20", "d21"]
+    # the failed query is scored as retrieving nothing: the mean is over all six queries, not five
+    ok = {r["query_id"]: run_from_ids([c["id"] for c in r["channels"]["bm25"]]) for r in rows if "error" not in r}
+    assert metrics(qrels, {**ok, "te2": {}}) == result["stages"]["bm25"]
+    assert result["stages"]["bm25"]["recall@10"] <= 5 / 6
+    assert "FAILED: 1 of 6 queries" in format_report(result)
+
+
+def test_cli_eval_exits_1_when_a_query_failed(
+    beir: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from es_rag.cli import main
+    from es_rag.pipeline import RagPipeline
+
+    real = RagPipeline.search
+    _, queries, _ = load_beir(beir, "test")
+
+    def search(self: RagPipeline, query: str, flt):  # type: ignore[no-untyped-def]
+        if query == queries["te4"]:
+            raise RuntimeError("boom")
+        return real(self, query, flt)
+
+    monkeypatch.setattr(RagPipeline, "search", search)
+    argv = ["eval", "--dataset", str(beir), "--index-dir", str(tmp_path), "--depth", "20",
+            "--embedding-model", settings.encoder.model, "--vector-dims", "32", "--rerank-model", "none"]  # fmt: skip
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "te4: RuntimeError: boom" in out and "FAILED: 1 of 6" in out
+    assert "queries failed (run: 1)" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from es_rag.cli.options import (
@@ -184,4 +185,11 @@ def run(args: argparse.Namespace) -> int:
             print(format_ladder(steps["table"]))
             for note in steps["notes"]:
                 print(f"note: {note}")
+    every = (ablation or steps or {"results": {"run": result}})["results"]
+    failed = {name: len(r.get("failed_queries") or []) for name, r in every.items() if r.get("failed_queries")}
+    if failed:
+        runs = ", ".join(f"{name}: {n}" for name, n in failed.items())
+        print(f"es-rag eval: queries failed ({runs}); each is listed in the report and scored as no result",
+              file=sys.stderr)  # fmt: skip
+        return 1
     return 0
