@@ -1,34 +1,32 @@
 """Python mirrors of the Elasticsearch built-in analyzers es_rag's index templates name.
 
-The embedded backend tokenises documents and queries with these, so its BM25 uses the same terms the
-cluster's ``text`` fields would (``Settings.analyzer`` picks one on both sides; the templates render
-``{"type": <analyzer>}``). The mirrors follow the analyzer definitions in the Elasticsearch reference
-("Language analyzers", "CJK analyzer", "Standard analyzer"):
+The embedded backend tokenises documents and queries with these, so its BM25 uses the terms the cluster's
+``text`` fields would (``Settings.analyzer`` picks one on both sides; the templates render
+``{"type": <analyzer>}``). Each is Lucene's analyzer, component for component (Elasticsearch builds them from
+Lucene: ``StandardAnalyzer``, ``EnglishAnalyzer``, ``CJKAnalyzer``):
 
-- ``standard``: standard tokenizer + ``lowercase``; no stop words (the Elasticsearch default).
-- ``english``: standard tokenizer + ``english_possessive_stemmer`` (drops a trailing ``'s``) +
-  ``lowercase`` + ``english_stop`` (Lucene's 33 ``_english_`` stop words) + ``english_stemmer``
-  (``porter_stem``: the original Porter algorithm, here the Snowball ``porter`` stemmer of PyStemmer).
-- ``cjk``: standard tokenizer + ``cjk_width`` (NFKC width folding) + ``lowercase`` + ``cjk_bigram`` +
-  ``stop`` (Lucene's CJK stop words). Runs of CJK characters become overlapping bigrams (a lone
-  character stays a unigram).
+- ``standard``: ``StandardTokenizer`` (:mod:`es_rag.embedded.tokenizer`, max token length 255) + ``LowerCaseFilter``;
+  no stop words (Elasticsearch's default ``_none_``).
+- ``english``: ``StandardTokenizer`` + ``EnglishPossessiveFilter`` + ``LowerCaseFilter`` + ``StopFilter`` (Lucene's
+  33 English stop words) + ``PorterStemFilter``.
+- ``cjk``: ``StandardTokenizer`` + ``CJKWidthFilter`` + ``LowerCaseFilter`` + ``CJKBigramFilter`` + ``StopFilter``
+  (Lucene's CJK stop set: the English words plus ``s``, ``t``, ``www``).
 
-The standard tokenizer is UAX #29 word segmentation; the mirror keeps its common cases: letter/digit
-runs, with ``'``/``.`` joining letters (``can't``, ``u.s``), ``.``/``,`` joining digits (``3.5``, ``1,000``)
-and ``_`` joining anything (``foo_bar``); every ideograph and hiragana character is its own token,
-katakana and hangul runs stay whole. ``kuromoji`` (Japanese morphology) has no mirror.
+The filters are in :mod:`es_rag.embedded.token_filters`. ``tests/unit/test_lucene_analyzers.py`` replays
+Lucene's own tests against them (the counts are in docs/retrieval.md). ``kuromoji`` (Japanese morphology) has no
+mirror. No analyzer returns an empty term.
 
-:func:`analyze` is the default tokeniser of the embedded backend when no analyzer is configured:
-lower-cased Unicode word runs with CJK runs as bigrams.
+:func:`analyze` is the tokeniser of an embedded backend built without an analyzer (tests, tools): lower-cased
+Unicode word runs with CJK runs as bigrams. It mirrors no Elasticsearch analyzer.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
-from functools import lru_cache
 
+from es_rag.embedded.token_filters import cjk_bigrams, cjk_width, english_possessive, lowercase, porter_stem
+from es_rag.embedded.tokenizer import Token, standard_tokens
 from es_rag.errors import ConfigError
 from es_rag.settings import Analyzer
 
@@ -36,13 +34,6 @@ AnalyzerFn = Callable[[str], list[str]]
 
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff66-\uff9f]+")
-# Characters the standard tokenizer emits one per token (ideographs, hiragana).
-_SINGLE_RE = re.compile(r"[\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff]")
-# A UAX #29-style word: alnum runs joined by '_' anywhere, by ' or . between letters, by . or , between digits.
-_STD_TOKEN_RE = re.compile(
-    r"[^\W_]+(?:(?:_+|(?<=[^\W\d_])['\u2019.](?=[^\W\d_])|(?<=\d)[.,](?=\d))[^\W_]+)*",
-    re.UNICODE,
-)
 
 ENGLISH_STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there "
@@ -84,17 +75,7 @@ def standard_tokenize(text: str) -> list[str]:
     Args:
         text: Text to split.
     """
-    tokens: list[str] = []
-    for word in _STD_TOKEN_RE.findall(text):
-        pos = 0
-        for m in _SINGLE_RE.finditer(word):
-            if m.start() > pos:
-                tokens.append(word[pos : m.start()])
-            tokens.append(m.group())
-            pos = m.end()
-        if pos < len(word):
-            tokens.append(word[pos:])
-    return [t for t in tokens if t]
+    return [t.text for t in standard_tokens(text)]
 
 
 def standard_analyzer(text: str) -> list[str]:
@@ -103,47 +84,31 @@ def standard_analyzer(text: str) -> list[str]:
     Args:
         text: Text to analyze.
     """
-    return [t.lower() for t in standard_tokenize(text)]
-
-
-@lru_cache(maxsize=1)
-def _porter() -> Callable[[list[str]], list[str]]:
-    try:
-        import Stemmer
-    except ImportError as exc:  # pragma: no cover - core dependency
-        raise ConfigError("the english analyzer needs PyStemmer: pip install PyStemmer") from exc
-    stemmer = Stemmer.Stemmer("porter")
-    words: Callable[[list[str]], list[str]] = stemmer.stemWords
-    return words
+    return [lowercase(t.text) for t in standard_tokens(text)]
 
 
 def english_analyzer(text: str) -> list[str]:
-    """Elasticsearch ``english`` analyzer: possessive stemmer, lowercase, English stop words, Porter.
+    """Elasticsearch ``english`` analyzer: possessive filter, lowercase, English stop words, Porter stemmer.
 
     Args:
         text: Text to analyze.
     """
-    kept = []
-    for tok in standard_tokenize(text):
-        if len(tok) > 2 and tok[-2:].lower() in ("'s", "\u2019s"):
-            tok = tok[:-2]
-        tok = tok.lower()
-        if tok and tok not in ENGLISH_STOP_WORDS:
-            kept.append(tok)
-    return _porter()(kept)
+    out = []
+    for tok in standard_tokens(text):
+        term = lowercase(english_possessive(tok.text))
+        if term and term not in ENGLISH_STOP_WORDS:
+            out.append(porter_stem(term))
+    return out
 
 
 def cjk_analyzer(text: str) -> list[str]:
-    """Elasticsearch ``cjk`` analyzer: width folding, lowercase, CJK bigrams, CJK stop words.
+    """Elasticsearch ``cjk`` analyzer: width folding and lowercase per token, CJK bigrams, CJK stop words.
 
     Args:
         text: Text to analyze.
     """
-    folded = unicodedata.normalize("NFKC", text).lower()
-    tokens: list[str] = []
-    for word in _STD_TOKEN_RE.findall(folded):
-        _split_cjk(word, tokens)
-    return [t for t in tokens if t not in CJK_STOP_WORDS]
+    folded = [Token(lowercase(cjk_width(t.text)), t.start, t.end, t.type) for t in standard_tokens(text)]
+    return [t for t in cjk_bigrams(folded) if t and t not in CJK_STOP_WORDS]
 
 
 _ANALYZERS: dict[Analyzer, AnalyzerFn] = {

@@ -167,6 +167,21 @@ def test_cli_ingest_then_search_json(tiny_bi_encoder, sample_dir, tmp_path, caps
     assert json.loads(capsys.readouterr().out)["hits"] == []
 
 
+def test_cli_english_queries_with_a_lone_s_do_not_crash(tiny_bi_encoder, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 17: on an index ingested with ``--analyzer english``, ``search "Type S engines"`` ended in bm25s's
+    ``ValueError: The maximum token ID in the query ... is higher than the number of tokens in the index``."""
+    doc = tmp_path / "saturn.md"
+    doc.write_text("# Saturn V\n\nThe S-IVB stage had one J-2 engine. The S-IC stage had five F-1 engines.\n")
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32", "--index-dir", str(tmp_path / "idx")]
+    english = [*model, "--analyzer", "english"]
+    assert main(["ingest", str(doc), "--tenant", "acme", "--json", *english]) == 0
+    capsys.readouterr()
+    for query in ("Type S engines", "S-IVB J-2", "S-IC", "s"):
+        assert main(["search", query, "--tenant", "acme", "--json", *english, "--rerank-model", "none"]) == 0, query
+        out = json.loads(capsys.readouterr().out)
+        assert out["hits"] and out["hits"][0]["source_id"].endswith("saturn.md"), query
+
+
 def test_cli_reports_bad_files_and_indexes_the_good(tiny_bi_encoder, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     good = tmp_path / "good.md"
     good.write_text("# Good\n\nA fine document.\n", encoding="utf-8")
