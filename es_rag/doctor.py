@@ -8,35 +8,75 @@ from typing import Any
 from es_rag.settings import Settings
 
 
-def local_doctor(settings: Settings) -> dict[str, Any]:
-    """Without a cluster: which models load here and which path each stage takes on the embedded backend.
+def model_source(name: str) -> str:
+    """Where a model would be loaded from, found without loading it (no torch import): a local folder, the
+    offline package that ships it, the model hub's local cache, or the hub (reachable or not).
+
+    Args:
+        name: Hub name or local folder.
+    """
+    from es_rag.encoders.embedder import resolve_model_path
+    from es_rag.encoders.hub import hub_reachable
+
+    path, version = resolve_model_path(name)
+    if version.startswith("local:"):
+        return f"local folder {path}"
+    if path != name:
+        return f"offline package ({version.split('@', 1)[1]}): {path}"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:
+        cached = None
+    if isinstance(cached, str):
+        return "model hub cache on this machine"
+    return "model hub: " + ("reachable, not cached yet" if hub_reachable() else "unreachable and not cached here")
+
+
+def local_doctor(settings: Settings, *, load_models: bool = False) -> dict[str, Any]:
+    """Without a cluster: where each model would load from (``load_models``: load it, seconds each) and which
+    path each stage takes on the embedded backend.
 
     Args:
         settings: Settings.
+        load_models: Load the models to prove they work, instead of only locating them.
     """
-    from es_rag.cross_encoder.model import CrossEncoderReranker
-    from es_rag.encoders.embedder import SentenceTransformerEmbedder
-    from es_rag.errors import ModelLoadError
-
     out: dict[str, Any] = {"cluster": "none (embedded backend)"}
-    emb = SentenceTransformerEmbedder(settings.encoder.model)
-    try:
-        emb.warm_up()
-        out["embedding_model"] = {"name": emb.name, "version": emb.version, "dims": emb.dims, "status": "ok"}
-    except ModelLoadError as exc:
-        out["embedding_model"] = {"name": emb.name, "status": f"unavailable: {exc}"}
+    models = {"embedding_model": settings.encoder.model}
     if settings.rerank.model:
-        rr = CrossEncoderReranker(settings.rerank.model)
-        try:
-            rr.warm_up()
-            out["reranker"] = {"name": rr.name, "status": "ok"}
-        except ModelLoadError as exc:
-            out["reranker"] = {"name": rr.name, "status": f"unavailable -> fused order fallback: {exc}"}
+        models["reranker"] = settings.rerank.model
+    for key, name in models.items():
+        out[key] = {"name": name, "source": model_source(name), "status": "not loaded (--load-models loads it)"}
+    if load_models:
+        _load(settings, out)
     out["paths"] = {
         "bm25": "bm25s (embedded)",
         "knn": "exact numpy (embedded)",
         "fusion": "client-rrf",
-        "rerank": out.get("reranker", {}).get("status", "disabled"),
+        "rerank": out.get("reranker", {}).get("status", "disabled")
+        if load_models
+        else ("cross-encoder if it loads, else the fused order" if settings.rerank.model else "disabled"),
         "select/pack": "python (mmr, per-source cap, token budget)",
     }
     return out
+
+
+def _load(settings: Settings, out: dict[str, Any]) -> None:
+    from es_rag.cross_encoder.model import CrossEncoderReranker
+    from es_rag.encoders.embedder import SentenceTransformerEmbedder
+    from es_rag.errors import ModelLoadError
+
+    emb = SentenceTransformerEmbedder(settings.encoder.model)
+    try:
+        emb.warm_up()
+        out["embedding_model"].update(version=emb.version, dims=emb.dims, status="ok")
+    except ModelLoadError as exc:
+        out["embedding_model"]["status"] = f"unavailable: {exc}"
+    if settings.rerank.model:
+        rr = CrossEncoderReranker(settings.rerank.model)
+        try:
+            rr.warm_up()
+            out["reranker"]["status"] = "ok"
+        except ModelLoadError as exc:
+            out["reranker"]["status"] = f"unavailable -> fused order fallback: {exc}"

@@ -34,7 +34,7 @@ from pathlib import PurePath
 from typing import Protocol
 
 from es_rag.chunking.html import HtmlLayout
-from es_rag.chunking.markdown import Section, TextLayout
+from es_rag.chunking.markdown import Section, TextLayout, blank_front_matter
 from es_rag.chunking.spans import (
     Span,
     lines_in,
@@ -74,8 +74,9 @@ class Strategy(str, Enum):
         return parsed
 
 
-RULES = {Strategy.FIXED: "1", Strategy.RECURSIVE: "1", Strategy.STRUCTURE: "2", Strategy.PARENT_CHILD: "2"}
-"""Revision of each strategy's rules: bump when the same settings would produce different chunks."""
+RULES = {Strategy.FIXED: "2", Strategy.RECURSIVE: "2", Strategy.STRUCTURE: "3", Strategy.PARENT_CHILD: "3"}
+"""Revision of each strategy's rules: bump when the same settings would produce different chunks (last: Markdown
+front matter is skipped and its ``title`` used)."""
 
 CHUNKER_VERSION = f"{Strategy.PARENT_CHILD.value}-{RULES[Strategy.PARENT_CHILD]}"
 """Rules revision of the default (structure-aware parent/child) chunker."""
@@ -224,7 +225,16 @@ class Chunker:
             raise ConfigError(f"fmt: invalid value {fmt!r}; valid values: {', '.join(FORMATS)}")
         if not text.strip():
             raise InputError(doc, "text", "the source contains no text")
-        layout = self._layout(text, fmt, doc)
+        meta: dict[str, object] = {}
+        if fmt == "markdown":  # YAML front matter is metadata, never a heading or a chunk of "---"
+            body, meta = blank_front_matter(text)
+            if not body.strip():
+                raise InputError(doc, "text", "the source holds only front matter")
+        else:
+            body = text
+        layout = self._layout(body, fmt, doc)
+        if title is None and isinstance(meta.get("title"), str) and str(meta["title"]).strip():
+            title = str(meta["title"]).strip()
         if title is None:
             title = getattr(layout, "title", None)
             title = title or next((s.heading_path[0] for s in layout.sections if s.heading_path), None)

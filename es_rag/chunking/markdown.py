@@ -20,6 +20,46 @@ class Section:
     blocks: tuple[Span, ...]
 
 
+_FRONT_MATTER_RE = re.compile(
+    r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE
+)
+
+
+def front_matter(text: str) -> tuple[int, dict[str, object]]:
+    """YAML front matter at the very start of a Markdown source (Jekyll / Hugo / MkDocs style: a ``---`` line,
+    YAML, a ``---`` or ``...`` line): ``(end offset of the block, its mapping)``, or ``(0, {})`` when there is
+    none. A block that is not a YAML mapping is not front matter (a leading thematic break stays content).
+
+    Args:
+        text: Markdown source.
+    """
+    m = _FRONT_MATTER_RE.match(text)
+    if m is None:
+        return 0, {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(1)) if m.group(1).strip() else {}
+    except yaml.YAMLError:
+        return 0, {}
+    if not isinstance(data, dict):
+        return 0, {}
+    return m.end(), {str(k): v for k, v in data.items()}
+
+
+def blank_front_matter(text: str) -> tuple[str, dict[str, object]]:
+    """``text`` with its front matter replaced by spaces (newlines kept), so every offset into the result is an
+    offset into ``text`` and no chunk, heading or ``---`` comes from it; and the front matter's mapping.
+
+    Args:
+        text: Markdown source.
+    """
+    end, data = front_matter(text)
+    if not end:
+        return text, data
+    return re.sub(r"[^\r\n]", " ", text[:end]) + text[end:], data
+
+
 def parse_markdown(text: str) -> list[Section]:
     """Split Markdown into heading sections with block spans.
 

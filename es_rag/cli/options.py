@@ -18,8 +18,10 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Union
 
+from es_rag.errors import ConfigError
 from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
 
 Scope = Mapping[str, Sequence[str] | None]
@@ -214,12 +216,49 @@ def settings_from_args(
     if retrieve_k is not None and "num_candidates" not in given_settings(args):
         # kNN needs num_candidates >= k: raise it with --candidate-k unless the user set it too
         values["num_candidates"] = max(retrieve_k, values.get("num_candidates", Settings().retrieve.num_candidates))
+    for flat, flag in (("embedding_model", "--embedding-model"), ("rerank_model", "--rerank-model")):
+        _check_local_model(given_settings(args).get(flat), flag)
     settings = Settings(**values)
     if resolve:
         from es_rag.elasticsearch.assets import resolved_settings
 
         settings = resolved_settings(settings, plugins=None)
     return settings
+
+
+def _check_local_model(value: Any, flag: str) -> None:
+    """A model given as a local path (``/``, ``./``, ``../``, ``~``) must exist: without this check a typo fell back
+    to the fused order (or failed after seconds of loading) with a misleading "hub unreachable" reason."""
+    if not isinstance(value, str) or not value.startswith(("/", "./", "../", "~")):
+        return
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        what = "is a file, not a model folder" if path.exists() else "no such folder"
+        raise ConfigError(f"{flag} {value}: {what} (a sentence-transformers model folder or a model hub name)")
+
+
+def non_empty_query(value: str) -> str:
+    """argparse ``type`` of a query argument: an empty or blank query is a usage error, found before any model
+    or index is touched.
+
+    Args:
+        value: The argument.
+    """
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty query")
+    return value
+
+
+def index_dir_path(value: str) -> str:
+    """argparse ``type`` of ``--index-dir``: an existing file is refused at once (ingest used to embed everything
+    and then fail with ``FileExistsError``).
+
+    Args:
+        value: The argument.
+    """
+    if Path(value).exists() and not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a file, not a folder")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +301,7 @@ def add_target(
     target = g.add_mutually_exclusive_group() if embedded else g
     target.add_argument("--es", metavar="URL", default=None, help=es_help)
     if embedded:
-        target.add_argument("--index-dir", metavar="DIR", default=None, help=index_dir_help)
+        target.add_argument("--index-dir", metavar="DIR", default=None, type=index_dir_path, help=index_dir_help)
     g.add_argument(
         "--cloud-id", default=None, metavar="ID", help="Elastic Cloud deployment id instead of --es (ES_CLOUD_ID)"
     )
@@ -359,6 +398,36 @@ def add_principal(parser: argparse.ArgumentParser, *, tenant_required: bool = Tr
         metavar="G[,G...]",
         help="ACL groups of the caller, comma separated or repeated; 'public' is always included",
     )
+
+
+def add_sources(parser: argparse.ArgumentParser) -> None:
+    """``PATH...`` and how files become sources: ``--base-dir``, ``--source-id``, ``--ignore-file``.
+
+    Args:
+        parser: The command's parser.
+    """
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files and folders to read (folders are walked), or - for stdin"
+    )
+    g = parser.add_argument_group(
+        "sources: which files are read and the id each gets",
+        "Folder walks skip hidden files and folders, vendor folders (node_modules, venv, ...), es_rag index "
+        "folders, what the folder's .gitignore / .es-ragignore exclude and unsupported types; each skip is "
+        "reported. A source's id is its path relative to --base-dir (default: the folder given, or a file's own "
+        "folder).",
+    )
+    g.add_argument("--base-dir", metavar="DIR", help="source ids are paths relative to this folder")
+    g.add_argument("--source-id", metavar="ID", help="the id of the single file (or stdin, -) given")
+    g.add_argument("--ignore-file", metavar="FILE", help="gitignore-style patterns to skip, besides each folder's own")
+
+
+def source_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`es_rag.ingest.load_files` options of :func:`add_sources`.
+
+    Args:
+        args: Parsed arguments.
+    """
+    return {"base_dir": args.base_dir, "source_id": args.source_id, "ignore_file": args.ignore_file}
 
 
 def add_owner(parser: argparse.ArgumentParser, *, tenant_default: str | None = None) -> None:

@@ -33,10 +33,24 @@ def print_report(report: Any, as_json: bool) -> None:
         return
     print(
         f"sources: {report.sources}  chunks: {report.chunks}  parents: {report.parents}  "
-        f"indexed: {report.indexed}  failed: {len(report.failed)}"
+        f"indexed: {report.indexed}  failed: {len(report.failed)}  skipped: {len(report.skipped)}"
     )
+    print_sources_problems(report)
+
+
+def print_sources_problems(report: Any) -> None:
+    """Every failed document and skipped path of an ingest report, with a count per skip reason, on stderr.
+
+    Args:
+        report: :class:`~es_rag.ingest.IngestReport`.
+    """
     for f in report.failed:
         print(f"  FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+    if report.skipped:
+        reasons = ", ".join(f"{why}: {n}" for why, n in report.skipped_by_reason().items())
+        print(f"  skipped {len(report.skipped)} paths ({reasons}):", file=sys.stderr)
+        for s in report.skipped:
+            print(f"    {s['path']}: {s['reason']}", file=sys.stderr)
 
 
 def print_result(result: Any) -> None:
@@ -88,3 +102,13 @@ def print_tree(obj: Any, indent: int = 0) -> None:
             print(f"{pad}- {v}")
     else:
         print(f"{pad}{obj}")
+
+
+def waiting(command: str, index_dir: str) -> None:
+    """Tell the user a command waits for another process's write lock on an embedded index.
+
+    Args:
+        command: The command waiting.
+        index_dir: The index.
+    """
+    print(f"es-rag {command}: waiting for another es-rag process writing to {index_dir} ...", file=sys.stderr)

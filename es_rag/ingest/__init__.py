@@ -1,7 +1,8 @@
 """Ingestion: files -> chunks (parents + children) -> embeddings -> backend, with versions and a report.
 
-* Sources: Markdown, HTML, plain text, and JSONL (one source per line: ``text`` plus ``source_id`` or
-  ``id``, optional ``title``, ``source_version``, ``tenant_id``, ``acl``, ``format``).
+* Sources (:mod:`es_rag.ingest.sources`): Markdown, HTML, plain text and JSONL files found under the paths
+  given, or stdin; folder walks skip hidden, vendor and index folders, ignore-file matches and unsupported
+  types, and report each skip; ids are paths relative to a base folder.
 * A bad document (unreadable, binary, not UTF-8, empty, missing field, bad JSONL line) is reported with
   its name, field and reason; every good document is still indexed.
 * A child whose embedded text exceeds the model's input limit is reported in ``warnings`` (never cut
@@ -17,217 +18,44 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from tqdm import tqdm
 
-from es_rag.backend import IndexReport, SearchBackend
+from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
 from es_rag.errors import InputError
+from es_rag.ingest.report import IngestReport
+from es_rag.ingest.sources import (
+    MAX_FILE_BYTES,
+    SUFFIX_FORMAT,
+    SourceDoc,
+    decode_source,
+    default_version,
+    discover,
+    load_files,
+)
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
 from es_rag.versions.store import Pair
 
-SUFFIX_FORMAT = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".txt": "plain",
-    ".text": "plain",
-    ".html": "html",
-    ".htm": "html",
-    ".jsonl": "jsonl",
-}
-MAX_FILE_BYTES = 50 * 1024 * 1024
-JSONL_FORMATS = ("markdown", "plain", "html")
-
-
-@dataclass(frozen=True)
-class SourceDoc:
-    """A source document to ingest, decoded, with its ownership and version."""
-
-    source_id: str
-    text: str
-    tenant_id: str
-    acl: tuple[str, ...]
-    source_version: str
-    title: str | None = None
-    source_path: str | None = None
-    fmt: str = "markdown"
-
-
-@dataclass
-class IngestReport(IndexReport):
-    """Bulk outcome plus sources and chunks processed, warnings, version switches and timings."""
-
-    sources: int = 0
-    chunks: int = 0
-    parents: int = 0
-    warnings: list[dict[str, str]] = field(default_factory=list)
-    switched: list[dict[str, str]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=lambda: {"parse": 0.0, "chunk": 0.0, "embed": 0.0, "index": 0.0})
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "sources": self.sources,
-            "chunks": self.chunks,
-            "parents": self.parents,
-            "indexed": self.indexed,
-            "failed": self.failed,
-            "warnings": self.warnings,
-            "switched": self.switched,
-            "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
-        }
-
-
-def default_version(text: str) -> str:
-    """Version derived from the content (changes whenever the text does).
-
-    Args:
-        text: Source text.
-    """
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def decode_source(path: Path, data: bytes) -> str:
-    """Decode a file as UTF-8, refusing binary data with a clear error.
-
-    Args:
-        path: The file (for messages).
-        data: Its bytes.
-    """
-    if not data.strip():
-        raise InputError(str(path), "text", "the file is empty")
-    if b"\x00" in data[:8192]:
-        raise InputError(str(path), "encoding", "binary file (NUL bytes); only UTF-8 text is ingested")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            str(path), "encoding", f"not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
-        ) from None
-    return text
-
-
-def iter_files(paths: Sequence[str | Path]) -> Iterable[Path]:
-    """Every ingestible file under ``paths`` (directories are walked in name order).
-
-    Args:
-        paths: Files and directories.
-    """
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            for f in sorted(path.rglob("*")):
-                if f.is_file() and f.suffix.lower() in SUFFIX_FORMAT:
-                    yield f
-        else:
-            yield path
-
-
-def _jsonl_docs(path: Path, text: str, *, tenant_id: str, acl: Sequence[str], report: IngestReport) -> list[SourceDoc]:
-    docs = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        name = f"{path}:{lineno}"
-        try:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(name, "json", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
-            if not isinstance(row, dict):
-                raise InputError(name, "json", f"expected an object, got {type(row).__name__}")
-            source_id = row.get("source_id", row.get("id"))
-            if not isinstance(source_id, (str, int)) or not str(source_id).strip():
-                raise InputError(name, "source_id", "missing or empty (give 'source_id' or 'id')")
-            body = row.get("text")
-            if not isinstance(body, str) or not body.strip():
-                raise InputError(name, "text", "missing, empty or not a string")
-            fmt = str(row.get("format", "plain"))
-            if fmt not in JSONL_FORMATS:
-                raise InputError(name, "format", f"invalid value {fmt!r}; valid values: {', '.join(JSONL_FORMATS)}")
-            row_acl = row.get("acl", list(acl))
-            if isinstance(row_acl, str):
-                row_acl = [row_acl]
-            if not isinstance(row_acl, list) or not all(isinstance(g, str) for g in row_acl):
-                raise InputError(name, "acl", "must be a string or a list of strings")
-            tenant = row.get("tenant_id", tenant_id)
-            if not isinstance(tenant, str) or not tenant.strip():
-                raise InputError(name, "tenant_id", "missing or empty: every chunk needs a tenant")
-            title = row.get("title")
-            docs.append(
-                SourceDoc(
-                    source_id=str(source_id),
-                    text=body,
-                    tenant_id=tenant,
-                    acl=tuple(row_acl),
-                    source_version=str(row.get("source_version") or default_version(body)),
-                    title=str(title) if title is not None else None,
-                    source_path=name,
-                    fmt=fmt,
-                )
-            )
-        except InputError as err:
-            report.failed.append(err.as_dict())
-    return docs
-
-
-def load_files(
-    paths: Sequence[str | Path], *, tenant_id: str, acl: Sequence[str], report: IngestReport
-) -> list[SourceDoc]:
-    """Read files into :class:`SourceDoc` records (a JSONL file gives one per line); failures go into
-    ``report``, the time into ``report.timings["parse"]``.
-
-    Args:
-        paths: Files and directories.
-        tenant_id: Tenant of every document (a JSONL line may set its own).
-        acl: ACL groups of every document (a JSONL line may set its own).
-        report: Receives one row per unreadable document.
-    """
-    t0 = time.perf_counter()
-    docs: list[SourceDoc] = []
-    for f in iter_files(paths):
-        try:
-            if not f.is_file():
-                raise InputError(str(f), "path", "no such file")
-            fmt = SUFFIX_FORMAT.get(f.suffix.lower())
-            if fmt is None:
-                raise InputError(
-                    str(f), "path", f"unsupported file type {f.suffix!r}; supported: {', '.join(SUFFIX_FORMAT)}"
-                )
-            size = f.stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise InputError(str(f), "size", f"{size} bytes exceeds the {MAX_FILE_BYTES} byte limit")
-            text = decode_source(f, f.read_bytes())
-            if fmt == "jsonl":
-                docs.extend(_jsonl_docs(f, text, tenant_id=tenant_id, acl=acl, report=report))
-                continue
-            docs.append(
-                SourceDoc(
-                    source_id=f.as_posix(),
-                    text=text,
-                    tenant_id=tenant_id,
-                    acl=tuple(acl),
-                    source_version=default_version(text),
-                    source_path=str(f),
-                    fmt=fmt,
-                )
-            )
-        except InputError as err:
-            report.failed.append(err.as_dict())
-        except OSError as exc:
-            report.failed.append({"document": str(f), "field": "path", "reason": str(exc)})
-    report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
-    return docs
+__all__ = [
+    "MAX_FILE_BYTES",
+    "SUFFIX_FORMAT",
+    "IngestReport",
+    "SourceDoc",
+    "chunk_documents",
+    "decode_source",
+    "default_version",
+    "delete_source",
+    "discover",
+    "ingest_documents",
+    "load_files",
+    "section_units",
+]
 
 
 def _doc_name(doc: SourceDoc) -> str:

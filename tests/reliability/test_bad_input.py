@@ -81,7 +81,8 @@ def _write_corpus(d: Path) -> tuple[list[Path], dict[str, str], set[str]]:
     }
     for lineno, (_, fld) in enumerate(BAD_JSONL, start=len(GOOD_JSONL) + 1):
         expected[f"{d / 'docs.jsonl'}:{lineno}"] = fld
-    good = {(d / n).as_posix() for n in ("good.md", "good.txt", "bom.md", "script.html", "nested.md", "longline.txt")}
+    # a named file's id is its path relative to its own folder (es_rag.ingest.sources)
+    good = {"good.md", "good.txt", "bom.md", "script.html", "nested.md", "longline.txt"}
     good |= {"j-ok-1", "j-ok-2", "j-ok-3"}
     paths = [*sorted(d.iterdir()), d / "missing.md"]
     return paths, expected, good

@@ -150,3 +150,45 @@ def test_property_offsets_and_limits(minilm_tokenizer, text) -> None:  # type: i
         assert text[c.start_offset : c.end_offset] == c.text
         if c.kind == "child":
             assert minilm_tokenizer.count(c.text) <= 24
+
+
+# -- YAML front matter (issue 13): metadata, never a heading or a chunk of "---" --------------------------------
+_FRONT = (
+    "---\ntitle: Setup guide\ntags: [install]\n---\n\n# Install\n\nRun the installer.\n\n## Configure\n\nEdit it.\n"
+)
+
+
+@pytest.mark.parametrize("strategy", ["parent-child", "fixed", "recursive", "structure"])
+def test_front_matter_is_skipped_and_its_title_used(strategy: str) -> None:
+    from es_rag.chunking import make_chunker
+    from tests.support.corpus import WordTokenizer
+
+    chunker = make_chunker(WordTokenizer(), strategy=strategy, max_tokens=50, overlap=5)
+    chunks = chunker.chunk(_FRONT, source_id="g.md", source_version="1", tenant_id="t", acl=["public"])
+    body = _FRONT.index("# Install")
+    assert chunks and all(c.start_offset >= body for c in chunks)  # offsets still index the original text
+    assert all(_FRONT[c.start_offset : c.end_offset] == c.text for c in chunks)
+    assert not any("---" in c.text or "tags:" in c.text for c in chunks)
+    assert {c.title for c in chunks} == {"Setup guide"}
+    assert all(not c.heading_path or c.heading_path[0] == "Install" for c in chunks)
+
+
+def test_what_is_not_front_matter_stays_content() -> None:
+    from es_rag.chunking.markdown import front_matter
+
+    assert front_matter("---\n\nText after a thematic break.\n\n---\n\nMore.\n") == (0, {})  # YAML, not a mapping
+    assert front_matter("Intro\n---\ntitle: x\n---\n") == (0, {})  # not at the start
+    assert front_matter("---\ntitle: [unclosed\n---\nx\n") == (0, {})  # invalid YAML
+    end, meta = front_matter("---\ntitle: T\n...\nBody\n")
+    assert meta == {"title": "T"} and end == len("---\ntitle: T\n...\n")
+
+
+def test_a_source_of_only_front_matter_is_reported() -> None:
+    from es_rag.chunking import make_chunker
+    from es_rag.errors import InputError
+    from tests.support.corpus import WordTokenizer
+
+    with pytest.raises(InputError, match="only front matter"):
+        make_chunker(WordTokenizer()).chunk(
+            "---\ntitle: T\n---\n", source_id="a", source_version="1", tenant_id="t", acl=[]
+        )

@@ -44,8 +44,8 @@ def test_the_cluster_is_checked_before_a_model_is_loaded(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An unreachable cluster is reported at once, not after loading an embedding model (which here does not even
-    exist: loading it would fail differently)."""
-    argv = [*command, "--es", "http://127.0.0.1:9", "--embedding-model", "/no/such/model"]
+    exist on the hub, unreachable here: loading it would fail differently)."""
+    argv = [*command, "--es", "http://127.0.0.1:9", "--embedding-model", "nobody/no-such-model"]
     code, _out, err = _run(argv, capsys)
     assert code == 3 and "cluster unreachable" in err and "model" not in err, err
 

@@ -108,7 +108,7 @@ def test_chunk_index_keeps_lineage_and_overlap_adds_chunks(beir: Path, settings:
             text = corpus[doc["source_id"]]["text"]
             assert doc["text"] == text[doc["start_offset"] : doc["end_offset"]]
             assert doc["title"] == corpus[doc["source_id"]]["title"]
-            assert doc["chunker_version"].startswith("fixed-1+L24.O")
+            assert doc["chunker_version"].startswith("fixed-2+L24.O")
     assert overlapped.stats["chunks"] > plain.stats["chunks"]
     assert overlapped.stats["indexed_token_ratio"] > plain.stats["indexed_token_ratio"]
     assert plain.stats["chunks_per_document"]["max"] >= 2

@@ -6,8 +6,17 @@ import argparse
 import sys
 from typing import Any
 
-from es_rag.cli.options import add_chunker, add_json, add_owner, add_settings, owner_acl, settings_from_args
-from es_rag.cli.render import print_json
+from es_rag.cli.options import (
+    add_chunker,
+    add_json,
+    add_owner,
+    add_settings,
+    add_sources,
+    owner_acl,
+    settings_from_args,
+    source_kwargs,
+)
+from es_rag.cli.render import print_json, print_sources_problems
 
 HELP = "print the chunk documents ingest would write, without indexing"
 SCOPE = {"encoder": ("model",), "chunking": None}
@@ -20,7 +29,7 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("chunk", help=HELP, description=HELP)
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    add_sources(p)
     add_json(p, "JSON array (default: one summary line per chunk)")
     add_owner(p, tenant_default="-")
     add_chunker(p)
@@ -38,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.ingest import IngestReport, chunk_documents, load_files
 
     settings = settings_from_args(args)
+    report = IngestReport()
+    docs = load_files(args.paths, tenant_id=args.tenant, acl=owner_acl(args), report=report, **source_kwargs(args))
+    if not docs:  # nothing to chunk: say why before loading a tokenizer
+        print_sources_problems(report)
+        return 1
     tok = tokenizer_for(settings.encoder.model)
     chunker = make_chunker(
         tok,
@@ -47,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
         contextual=args.contextual,
         parent_max_tokens=args.parent_max_tokens,
     )
-    report = IngestReport()
-    docs = load_files(args.paths, tenant_id=args.tenant, acl=owner_acl(args), report=report)
     children, parents = chunk_documents(docs, chunker, report)
     rows = []
     for c in [*parents, *children]:
@@ -63,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{r['kind']:<6} {r['chunk_id'][:12]} {r['source_path']}:{r['start_offset']}-{r['end_offset']} "
                 f"{r['token_count']:>4} tok  {' > '.join(r['heading_path'])}"
             )
-    for f in report.failed:
-        print(f"FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+    print_sources_problems(report)
     for w in report.warnings:
         print(f"WARNING {w['document']}: field '{w['field']}': {w['reason']}", file=sys.stderr)
     return 1 if report.failed else 0

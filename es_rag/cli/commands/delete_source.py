@@ -16,7 +16,7 @@ from es_rag.cli.options import (
     settings_from_args,
     uses_cluster,
 )
-from es_rag.cli.render import print_json
+from es_rag.cli.render import print_json, waiting
 from es_rag.errors import EsRagError
 
 HELP = "delete every chunk, parent and registry entry of a source"
@@ -38,12 +38,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``delete-source``: exit 0 when nothing of the source remains, 1 when some documents do.
+    """Run ``delete-source``: exit 0 when nothing of the source remains, 1 when some documents do or the
+    tenant has no such source.
 
     Args:
         args: Parsed arguments.
     """
-    from es_rag.embedded.backend import EmbeddedBackend
+    from es_rag.embedded.backend import EmbeddedBackend, write_lock
     from es_rag.ingest import delete_source
     from es_rag.wiring import build_backend
 
@@ -52,13 +53,27 @@ def run(args: argparse.Namespace) -> int:
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
     if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
         raise EsRagError(f"no embedded index in {index_dir}")
-    # the embedded store is opened with whatever vector size it holds: deleting needs no model
-    backend = (
-        build_backend(settings, es_url=args.es, **connection_kwargs(args)) if on_cluster else EmbeddedBackend(index_dir)
-    )
-    result = delete_source(backend, args.tenant, args.source_id)
-    backend.flush()
+    if on_cluster:
+        backend: Any = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        result = delete_source(backend, args.tenant, args.source_id)
+        return _report(args, result)
+    assert index_dir is not None
+    with write_lock(index_dir, on_wait=lambda: waiting("delete-source", index_dir)):
+        # the embedded store is opened with whatever vector size it holds: deleting needs no model
+        backend = EmbeddedBackend(index_dir)
+        result = delete_source(backend, args.tenant, args.source_id)
+        backend.flush()
+    return _report(args, result)
+
+
+def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
     remaining = result["remaining"]
+    unknown = not result["deleted"] and not any(remaining.values())
+    if unknown:
+        print(
+            f"es-rag delete-source: warning: tenant {args.tenant} has no source {args.source_id!r} (nothing deleted)",
+            file=sys.stderr,
+        )
     if args.json:
         print_json({"source_id": args.source_id, "tenant_id": args.tenant, **result})
     else:
@@ -77,4 +92,4 @@ def run(args: argparse.Namespace) -> int:
                 "are never served: run delete-source again",
                 file=sys.stderr,
             )
-    return 0 if not any(remaining.values()) else 1
+    return 0 if not any(remaining.values()) and not unknown else 1

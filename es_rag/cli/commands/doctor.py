@@ -26,6 +26,11 @@ def register(sub: Any) -> None:
     """
     p = sub.add_parser("doctor", help=HELP, description=HELP)
     add_json(p, "print the report as JSON")
+    p.add_argument(
+        "--load-models",
+        action="store_true",
+        help="without --es: load the models to prove they work (seconds each; by default they are only located)",
+    )
     add_target(p, embedded=False)
     add_settings(p, SCOPE, defaults={"analyzer": "auto"})
 
@@ -43,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         with connect(args, settings_from_args(args, resolve=False)) as backend:
             report = backend.doctor()
     else:
-        report = local_doctor(settings_from_args(args))
+        report = local_doctor(settings_from_args(args), load_models=args.load_models)
     if args.json:
         print_json(report)
     else:

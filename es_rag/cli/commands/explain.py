@@ -11,6 +11,7 @@ from es_rag.cli.options import (
     add_settings,
     add_target,
     connect,
+    non_empty_query,
     settings_from_args,
     uses_cluster,
 )
@@ -32,7 +33,7 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("explain", help=HELP, description=HELP)
-    p.add_argument("query")
+    p.add_argument("query", type=non_empty_query)
     p.add_argument(
         "--format", choices=["console", "json"], default="console", help="Dev Tools console or JSON (%(default)s)"
     )

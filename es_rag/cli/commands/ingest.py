@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -12,15 +13,17 @@ from es_rag.cli.options import (
     add_json,
     add_owner,
     add_settings,
+    add_sources,
     add_target,
     connection_kwargs,
     owner_acl,
     settings_from_args,
+    source_kwargs,
     uses_cluster,
 )
-from es_rag.cli.render import print_report, progress
+from es_rag.cli.render import print_report, print_sources_problems, progress, waiting
 
-HELP = "chunk, embed and index Markdown / HTML / text / JSONL files"
+HELP = "chunk, embed and index Markdown / HTML / text / JSONL files and folders"
 SCOPE = {
     "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
@@ -36,7 +39,7 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("ingest", help=HELP, description=HELP)
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    add_sources(p)
     add_json(p, "print the report as JSON")
     add_owner(p)
     add_target(p)
@@ -50,16 +53,48 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.chunking import make_chunker
-    from es_rag.ingest import IngestReport, ingest_documents, load_files
-    from es_rag.settings import VectorMode
-    from es_rag.wiring import build_backend, build_embedder
+    from es_rag.ingest import IngestReport, load_files
 
     settings = settings_from_args(args)
     report = IngestReport()
-    docs = load_files(args.paths, tenant_id=args.tenant, acl=owner_acl(args), report=report)
     on_cluster = uses_cluster(args)
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
+    docs = load_files(
+        args.paths,
+        tenant_id=args.tenant,
+        acl=owner_acl(args),
+        report=report,
+        exclude_dirs=[index_dir] if index_dir else [],
+        **source_kwargs(args),
+    )
+    if not docs:  # before any model or index is touched
+        if args.json:
+            print_report(report, True)
+        else:
+            print_sources_problems(report)
+        print(
+            f"es-rag ingest: nothing to ingest ({len(report.failed)} failed, {len(report.skipped)} skipped)",
+            file=sys.stderr,
+        )
+        return 1
+    from es_rag.embedded.backend import write_lock
+
+    # one writer per embedded index: a second ingest waits for the first, then fails clearly
+    lock = (
+        write_lock(index_dir, on_wait=lambda: waiting("ingest", index_dir)) if index_dir else contextlib.nullcontext()
+    )
+    with lock:
+        return _ingest(args, settings, docs, report, on_cluster, index_dir)
+
+
+def _ingest(
+    args: argparse.Namespace, settings: Any, docs: Any, report: Any, on_cluster: bool, index_dir: str | None
+) -> int:
+    from es_rag.chunking import make_chunker
+    from es_rag.ingest import ingest_documents
+    from es_rag.settings import VectorMode
+    from es_rag.wiring import build_backend, build_embedder
+
     backend = build_backend(
         settings, es_url=args.es, index_dir=index_dir, **(connection_kwargs(args) if on_cluster else {})
     )
@@ -88,4 +123,4 @@ def run(args: argparse.Namespace) -> int:
     if not on_cluster:
         print(f"embedded index: {index_dir}", file=sys.stderr)
     print_report(report, args.json)
-    return 1 if report.failed else 0
+    return 1 if report.failed or not report.sources else 0

@@ -17,6 +17,7 @@ from es_rag.cli.options import (
     add_target,
     connection_kwargs,
     mmr_preset,
+    non_empty_query,
     settings_from_args,
     uses_cluster,
 )
@@ -33,7 +34,7 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("search", help=HELP, description=HELP)
-    p.add_argument("query")
+    p.add_argument("query", type=non_empty_query)
     add_json(p, "print hits, context and trace as JSON")
     add_principal(p)
     add_target(p)

@@ -1,0 +1,367 @@
+"""Where ingested documents come from: files found under the paths given (or stdin), read, decoded and named.
+
+* Folders are walked in name order. Hidden files and folders, vendor folders (:data:`VENDOR_DIRS`), es_rag's own
+  index folders and whatever the root's ``.gitignore`` / ``.es-ragignore`` (or ``--ignore-file``) exclude are
+  skipped, and so are files of unsupported types; each skip is reported with its reason
+  (:attr:`~es_rag.ingest.report.IngestReport.skipped`). A file named on the command line is never skipped.
+* A source's id is its path relative to a base folder: ``--base-dir``, else the folder given (for a file: the
+  folder it is in), so the same file gets the same id whether it is named by an absolute path, a relative one or
+  from another working folder. ``--source-id`` names a single file or stdin (``-``) explicitly. Two sources of one
+  run with the same id are refused.
+* JSONL files hold one source per line (``text`` plus ``source_id`` or ``id``, optional ``title``,
+  ``source_version``, ``tenant_id`` (must equal ``--tenant``), ``acl``, ``format``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from es_rag.errors import ConfigError, InputError
+from es_rag.ingest.report import IngestReport
+
+SUFFIX_FORMAT = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "plain",
+    ".text": "plain",
+    ".html": "html",
+    ".htm": "html",
+    ".jsonl": "jsonl",
+}
+MAX_FILE_BYTES = 50 * 1024 * 1024
+JSONL_FORMATS = ("markdown", "plain", "html")
+
+
+@dataclass(frozen=True)
+class SourceDoc:
+    """A source document to ingest, decoded, with its ownership and version."""
+
+    source_id: str
+    text: str
+    tenant_id: str
+    acl: tuple[str, ...]
+    source_version: str
+    title: str | None = None
+    source_path: str | None = None
+    fmt: str = "markdown"
+
+
+def default_version(text: str) -> str:
+    """Version derived from the content (changes whenever the text does).
+
+    Args:
+        text: Source text.
+    """
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def decode_source(path: Path, data: bytes) -> str:
+    """Decode a file as UTF-8, refusing binary data with a clear error.
+
+    Args:
+        path: The file (for messages).
+        data: Its bytes.
+    """
+    if not data.strip():
+        raise InputError(str(path), "text", "the file is empty")
+    if b"\x00" in data[:8192]:
+        raise InputError(str(path), "encoding", "binary file (NUL bytes); only UTF-8 text is ingested")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            str(path), "encoding", f"not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
+        ) from None
+    return text
+
+
+def _jsonl_docs(path: Path, text: str, *, tenant_id: str, acl: Sequence[str], report: IngestReport) -> list[SourceDoc]:
+    docs = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name = f"{path}:{lineno}"
+        try:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(name, "json", f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+            if not isinstance(row, dict):
+                raise InputError(name, "json", f"expected an object, got {type(row).__name__}")
+            source_id = row.get("source_id", row.get("id"))
+            if not isinstance(source_id, (str, int)) or not str(source_id).strip():
+                raise InputError(name, "source_id", "missing or empty (give 'source_id' or 'id')")
+            body = row.get("text")
+            if not isinstance(body, str) or not body.strip():
+                raise InputError(name, "text", "missing, empty or not a string")
+            fmt = str(row.get("format", "plain"))
+            if fmt not in JSONL_FORMATS:
+                raise InputError(name, "format", f"invalid value {fmt!r}; valid values: {', '.join(JSONL_FORMATS)}")
+            row_acl = row.get("acl", list(acl))
+            if isinstance(row_acl, str):
+                row_acl = [row_acl]
+            if not isinstance(row_acl, list) or not all(isinstance(g, str) for g in row_acl):
+                raise InputError(name, "acl", "must be a string or a list of strings")
+            tenant = row.get("tenant_id", tenant_id)
+            if not isinstance(tenant, str) or not tenant.strip():
+                raise InputError(name, "tenant_id", "missing or empty: every chunk needs a tenant")
+            if tenant != tenant_id:  # a line must not move a document into another tenant behind --tenant's back
+                raise InputError(
+                    name,
+                    "tenant_id",
+                    f"{tenant!r} conflicts with --tenant {tenant_id!r}; ingest each tenant separately",
+                )
+            title = row.get("title")
+            docs.append(
+                SourceDoc(
+                    source_id=str(source_id),
+                    text=body,
+                    tenant_id=tenant,
+                    acl=tuple(row_acl),
+                    source_version=str(row.get("source_version") or default_version(body)),
+                    title=str(title) if title is not None else None,
+                    source_path=name,
+                    fmt=fmt,
+                )
+            )
+        except InputError as err:
+            report.failed.append(err.as_dict())
+    return docs
+
+
+#: Folder names never walked into: package managers' and virtualenvs' trees.
+VENDOR_DIRS = frozenset(
+    {"node_modules", "bower_components", "jspm_packages", "vendor", "venv", "__pycache__", "site-packages"}
+)
+#: Ignore files read at the root of every folder walked (gitignore syntax).
+IGNORE_FILES = (".gitignore", ".es-ragignore")
+#: Types people keep in documentation folders that es_rag does not read (yet): named when skipped.
+KNOWN_UNSUPPORTED = {".rst": "reStructuredText", ".pdf": "PDF", ".docx": "Word", ".odt": "OpenDocument", ".rtf": "RTF"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A source to read: ``path`` (None = stdin) and the ``source_id`` it will have."""
+
+    path: Path | None
+    source_id: str
+
+
+def _unsupported(suffix: str) -> str:
+    kind = KNOWN_UNSUPPORTED.get(suffix.lower())
+    what = f"{suffix or '(no suffix)'}" + (f" ({kind})" if kind else "")
+    return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}"
+
+
+def _ignore_specs(root: Path, extra: Path | None) -> list[tuple[str, Any]]:
+    import pathspec
+
+    specs = []
+    for f in [*(root / n for n in IGNORE_FILES), *([extra] if extra is not None else [])]:
+        if f.is_file():
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+            specs.append((f.name if f.parent == root else str(f), pathspec.GitIgnoreSpec.from_lines(lines)))
+    return specs
+
+
+def is_index_dir(path: Path) -> bool:
+    """Whether ``path`` holds an embedded es_rag index (its ``meta.json`` and ``chunks.jsonl``)."""
+    return (path / "meta.json").is_file() and (path / "chunks.jsonl").is_file()
+
+
+def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report: IngestReport) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        keep = []
+        for d in sorted(dirnames):
+            full = here / d
+            rel = full.relative_to(root).as_posix() + "/"
+            reason = (
+                "hidden folder"
+                if d.startswith(".")
+                else "vendor folder"
+                if d in VENDOR_DIRS
+                else "es_rag index folder"
+                if full.resolve() in excluded or is_index_dir(full)
+                else next((f"ignored by {name}" for name, spec in specs if spec.match_file(rel)), None)
+            )
+            if reason is None:
+                keep.append(d)
+            else:
+                report.skipped.append({"path": str(full), "reason": reason})
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            f = here / name
+            rel = f.relative_to(root).as_posix()
+            ignored = next((f"ignored by {n}" for n, spec in specs if spec.match_file(rel)), None)
+            if name.startswith("."):
+                report.skipped.append({"path": str(f), "reason": "hidden file"})
+            elif ignored:
+                report.skipped.append({"path": str(f), "reason": ignored})
+            elif f.suffix.lower() not in SUFFIX_FORMAT:
+                report.skipped.append({"path": str(f), "reason": _unsupported(f.suffix)})
+            else:
+                out.append(f)
+    return out
+
+
+def _relative_id(path: Path, base: Path) -> str:
+    rel = os.path.relpath(path, base)
+    if rel == ".." or rel.startswith(".." + os.sep):
+        raise InputError(str(path), "path", f"outside the base folder {base} (--base-dir)")
+    return Path(rel).as_posix()
+
+
+def discover(
+    paths: Sequence[str | Path],
+    *,
+    report: IngestReport,
+    base_dir: str | Path | None = None,
+    source_id: str | None = None,
+    ignore_file: str | Path | None = None,
+    exclude_dirs: Sequence[str | Path] = (),
+) -> list[Found]:
+    """The sources under ``paths``, with their ids; skipped paths go into ``report.skipped``, a named file that
+    cannot get an id (outside ``base_dir``) into ``report.failed``.
+
+    Args:
+        paths: Files, folders, or ``-`` for stdin.
+        report: Receives skips and failures.
+        base_dir: Ids are relative to it (default: each folder given, or a file's own folder).
+        source_id: The id of the single file or stdin given.
+        ignore_file: A gitignore-style file applied to every folder walked, besides each root's own.
+        exclude_dirs: Folders never walked into (the index being written).
+
+    Raises:
+        ConfigError: ``source_id`` with several paths or a folder, stdin without ``source_id``, a missing
+            ``base_dir`` or ``ignore_file``.
+    """
+    if source_id is not None and (len(paths) != 1 or Path(paths[0]).is_dir()):
+        raise ConfigError("--source-id names one source: give exactly one file, or - for stdin")
+    base = Path(base_dir).resolve() if base_dir is not None else None
+    if base is not None and not base.is_dir():
+        raise ConfigError(f"--base-dir {base_dir}: not a folder")
+    extra = Path(ignore_file) if ignore_file is not None else None
+    if extra is not None and not extra.is_file():
+        raise ConfigError(f"--ignore-file {ignore_file}: no such file")
+    excluded = {Path(d).resolve() for d in exclude_dirs}
+    found: list[Found] = []
+    for p in paths:
+        if str(p) == "-":
+            if source_id is None:
+                raise ConfigError("reading stdin (-) needs --source-id to name the source")
+            found.append(Found(None, source_id))
+            continue
+        path = Path(p)
+        if path.is_dir():
+            root = path.resolve()
+            if base is not None:
+                _relative_id(root, base)  # the whole folder must be under --base-dir
+            for f in _walk(root, _ignore_specs(root, extra), excluded, report):
+                found.append(Found(f, _relative_id(f, base or root)))
+            continue
+        try:  # a named file: never skipped; reading it reports what is wrong with it
+            resolved = path.resolve()
+            found.append(Found(path, source_id or _relative_id(resolved, base or resolved.parent)))
+        except InputError as err:
+            report.failed.append(err.as_dict())
+    return found
+
+
+def load_files(
+    paths: Sequence[str | Path],
+    *,
+    tenant_id: str,
+    acl: Sequence[str],
+    report: IngestReport,
+    base_dir: str | Path | None = None,
+    source_id: str | None = None,
+    ignore_file: str | Path | None = None,
+    exclude_dirs: Sequence[str | Path] = (),
+    stdin: BinaryIO | None = None,
+) -> list[SourceDoc]:
+    """Read the sources :func:`discover` finds into :class:`SourceDoc` records (a JSONL file gives one per
+    line); failures go into ``report.failed``, skips into ``report.skipped``, the time into
+    ``report.timings["parse"]``.
+
+    Args:
+        paths: Files, folders, or ``-`` for stdin.
+        tenant_id: Tenant of every document (a JSONL line may repeat it, not change it).
+        acl: ACL groups of every document (a JSONL line may set its own).
+        report: Receives failures, skips and the parse time.
+        base_dir: See :func:`discover`.
+        source_id: See :func:`discover`.
+        ignore_file: See :func:`discover`.
+        exclude_dirs: See :func:`discover`.
+        stdin: Where ``-`` reads from (default: the process's standard input).
+    """
+    import time
+
+    t0 = time.perf_counter()
+    docs: list[SourceDoc] = []
+    seen: dict[str, str] = {}
+    for item in discover(
+        paths,
+        report=report,
+        base_dir=base_dir,
+        source_id=source_id,
+        ignore_file=ignore_file,
+        exclude_dirs=exclude_dirs,
+    ):
+        name = str(item.path) if item.path is not None else "<stdin>"
+        try:
+            if item.path is None:
+                data = (stdin or sys.stdin.buffer).read()
+                fmt = SUFFIX_FORMAT.get(Path(item.source_id).suffix.lower(), "markdown")
+                if fmt == "jsonl":
+                    raise InputError(name, "format", "JSONL is read from files, not stdin")
+            else:
+                f = item.path
+                if not f.is_file():
+                    raise InputError(name, "path", "no such file")
+                fmt = SUFFIX_FORMAT.get(f.suffix.lower(), "")
+                if not fmt:
+                    raise InputError(name, "path", _unsupported(f.suffix))
+                size = f.stat().st_size
+                if size > MAX_FILE_BYTES:
+                    raise InputError(name, "size", f"{size} bytes exceeds the {MAX_FILE_BYTES} byte limit")
+                data = f.read_bytes()
+            if len(data) > MAX_FILE_BYTES:
+                raise InputError(name, "size", f"{len(data)} bytes exceeds the {MAX_FILE_BYTES} byte limit")
+            text = decode_source(Path(name), data)
+            if fmt == "jsonl":
+                docs.extend(_jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report))
+                continue
+            if item.source_id in seen:
+                raise InputError(
+                    name,
+                    "source_id",
+                    f"{item.source_id!r} is also the id of {seen[item.source_id]} (ids are paths relative to the "
+                    "folder given): pass --base-dir with a folder above both, or ingest them separately",
+                )
+            seen[item.source_id] = name
+            docs.append(
+                SourceDoc(
+                    source_id=item.source_id,
+                    text=text,
+                    tenant_id=tenant_id,
+                    acl=tuple(acl),
+                    source_version=default_version(text),
+                    source_path=name,
+                    fmt=fmt,
+                )
+            )
+        except InputError as err:
+            report.failed.append(err.as_dict())
+        except OSError as exc:
+            report.failed.append({"document": name, "field": "path", "reason": str(exc)})
+    report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
+    return docs
