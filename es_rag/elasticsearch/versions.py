@@ -11,16 +11,18 @@ from typing import Any
 from es_rag.errors import ClusterError
 from es_rag.es_request import EsRequest
 from es_rag.versions.registry import (
+    SOURCES_PAGE,
     RegistryState,
     lineage_count_requests,
     purge_requests,
     refresh_request,
     registry_get_request,
     registry_put_request,
+    source_listing_request,
     task_request,
     version_key,
 )
-from es_rag.versions.store import Pair, PurgeResult, RegistryOps
+from es_rag.versions.store import Pair, PurgeResult, RegistryOps, SourceSummary, summarize_sources
 
 PURGE_ATTEMPTS = 3
 """``_delete_by_query`` rounds before giving up on documents that keep conflicting (each after a refresh)."""
@@ -149,6 +151,30 @@ class EsVersionStore(RegistryOps):
         else:
             result.kept_hidden = keys
         return result
+
+    def sources(self, tenant_id: str) -> list[SourceSummary]:
+        """The tenant's sources: the registry, and chunks / parents per version counted by a paged composite
+        aggregation on each index.
+
+        Args:
+            tenant_id: The tenant.
+        """
+
+        def counts(index: str) -> dict[Pair, int]:
+            out: dict[Pair, int] = {}
+            after = None
+            while True:
+                resp = self.backend.send(source_listing_request(tenant_id, index, after=after))
+                agg = (resp.get("aggregations") or {}).get("sources") or {}
+                buckets = agg.get("buckets") or []
+                for b in buckets:
+                    out[(str(b["key"]["source_id"]), str(b["key"]["source_version"]))] = int(b["doc_count"])
+                after = agg.get("after_key")
+                if len(buckets) < SOURCES_PAGE or not after:
+                    return out
+
+        state, _, _ = self._read(tenant_id)
+        return summarize_sources(state, counts(self.settings.chunk_index), counts(self.settings.parent_index))
 
     def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
         """Delete every child and parent of a source (all versions) and count what remains. After a clean delete

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from es_rag.versions.registry import RegistryState, version_key
-from es_rag.versions.store import Pair, PurgeResult, RegistryOps
+from es_rag.versions.store import Pair, PurgeResult, RegistryOps, SourceSummary, summarize_sources
 
 
 class EmbeddedVersionStore(RegistryOps):
@@ -63,3 +63,20 @@ class EmbeddedVersionStore(RegistryOps):
         self._update(tenant_id, lambda st: st.drop_source(source_id))
         remaining = self.backend.lineage_counts(tenant_id, source_id)
         return {"deleted": deleted, "remaining": remaining, "conflicts": 0, "failures": []}
+
+    def sources(self, tenant_id: str) -> list[SourceSummary]:
+        """The tenant's sources: active version, chunks per version, parents.
+
+        Args:
+            tenant_id: The tenant.
+        """
+
+        def counts(docs: dict[str, dict[str, Any]]) -> dict[Pair, int]:
+            out: dict[Pair, int] = {}
+            for d in docs.values():
+                if d.get("tenant_id") == tenant_id:
+                    key = (str(d["source_id"]), str(d["source_version"]))
+                    out[key] = out.get(key, 0) + 1
+            return out
+
+        return summarize_sources(self.state(tenant_id), counts(self.backend._children), counts(self.backend._parents))

@@ -306,3 +306,33 @@ def lineage_count_requests(settings: Settings, tenant_id: str, source_id: str) -
     """
     body = {"query": _lineage_query(tenant_id, source_id, None)}
     return [EsRequest("POST", f"{index}/_count", body) for index in (settings.chunk_index, settings.parent_index)]
+
+
+#: Buckets per page of the sources listing (the composite aggregation's ``size``).
+SOURCES_PAGE = 1000
+
+
+def source_listing_request(
+    tenant_id: str, index: str, *, after: dict[str, str] | None = None, size: int = SOURCES_PAGE
+) -> EsRequest:
+    """One page of a tenant's ``(source_id, source_version)`` pairs with their document counts in ``index``: a
+    ``composite`` aggregation of two ``terms`` sources (``CompositeAggregationBuilder``; pages with ``after`` =
+    the previous page's ``after_key``), no hits.
+
+    Args:
+        tenant_id: Tenant (always the query).
+        index: The chunk or the parent index.
+        after: ``after_key`` of the previous page.
+        size: Buckets per page.
+    """
+    composite: dict[str, Any] = {
+        "size": size,
+        "sources": [
+            {"source_id": {"terms": {"field": "source_id"}}},
+            {"source_version": {"terms": {"field": "source_version"}}},
+        ],
+    }
+    if after is not None:
+        composite["after"] = dict(after)
+    body = {"size": 0, "query": _lineage_query(tenant_id, None, None), "aggs": {"sources": {"composite": composite}}}
+    return EsRequest("POST", f"{index}/_search", body)

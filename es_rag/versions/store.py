@@ -51,6 +51,57 @@ Pair = tuple[str, str]
 """``(source_id, source_version)``."""
 
 
+@dataclass(frozen=True)
+class SourceSummary:
+    """One source of a tenant as ``es-rag sources`` lists it.
+
+    Attributes:
+        source_id: The source.
+        active_version: The version the registry serves (None: no committed version, e.g. a write that failed).
+        versions: Chunks stored per version (an old version still listed is one a purge left behind, hidden).
+        parents: Parent sections stored, all versions.
+    """
+
+    source_id: str
+    active_version: str | None
+    versions: dict[str, int]
+    parents: int
+
+    @property
+    def chunks(self) -> int:
+        """Chunks of the active version (what searches can return)."""
+        return self.versions.get(self.active_version or "", 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "source_id": self.source_id,
+            "active_version": self.active_version,
+            "chunks": self.chunks,
+            "parents": self.parents,
+            "versions": dict(self.versions),
+        }
+
+
+def summarize_sources(
+    state: RegistryState, chunk_counts: dict[Pair, int], parent_counts: dict[Pair, int]
+) -> list[SourceSummary]:
+    """A tenant's sources from its registry and per-version document counts, by source id.
+
+    Args:
+        state: The tenant's registry.
+        chunk_counts: Chunks per ``(source_id, version)``.
+        parent_counts: Parents per ``(source_id, version)``.
+    """
+    ids = {s for s, _ in chunk_counts} | {s for s, _ in parent_counts} | set(state.active)
+    out = []
+    for sid in sorted(ids):
+        versions = {v: n for (s, v), n in sorted(chunk_counts.items()) if s == sid}
+        parents = sum(n for (s, _), n in parent_counts.items() if s == sid)
+        out.append(SourceSummary(sid, state.active.get(sid), versions, parents))
+    return out
+
+
 class VersionStore(Protocol):
     """Version switching and lineage deletion on one backend."""
 
@@ -73,6 +124,10 @@ class VersionStore(Protocol):
     def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
         """Delete every version of a source; returns ``{"deleted": n, "remaining": {"chunks": 0, "parents": 0},
         "conflicts": n, "failures": [...]}``; what remains stays hidden."""
+        ...
+
+    def sources(self, tenant_id: str) -> list[SourceSummary]:
+        """The tenant's sources: active version, chunks per version, parents."""
         ...
 
     def state(self, tenant_id: str) -> RegistryState:

@@ -108,3 +108,21 @@ def test_a_bad_document_fails_alone(backend: Any) -> None:
     report = backend.index([good, bad])
     assert report.indexed == 1  # the good one lands; the bad one is named by its document and field
     assert report.failed == [{"document": "orphan", "field": "tenant_id", "reason": "missing required field"}]
+
+
+def test_sources_lists_each_source_with_its_served_version_and_counts(backend: Any) -> None:
+    """``es-rag sources`` (issue 13): the registry's active version and the chunks / parents stored per version,
+    one tenant only; a retired version not purged yet is listed with its chunks (hidden)."""
+    children, parents = corpus()
+    load(backend, children, parents)
+    listing = {s.source_id: s.to_dict() for s in backend.version_store().sources("acme")}
+    assert listing == {
+        "guide": {"source_id": "guide", "active_version": "v1", "chunks": 3, "parents": 1, "versions": {"v1": 3}},
+        "policy": {"source_id": "policy", "active_version": "v1", "chunks": 1, "parents": 1, "versions": {"v1": 1}},
+    }
+    v2 = [chunk("a1-v2", "reset the password in settings now", version="v2", start=0)]
+    load(backend, v2, [chunk("p-guide-v2", "Guide v2", version="v2", parent=None, kind="parent")])
+    guide = next(s for s in backend.version_store().sources("acme") if s.source_id == "guide")
+    assert (guide.active_version, guide.chunks, guide.versions, guide.parents) == ("v2", 1, {"v1": 3, "v2": 1}, 2)
+    assert [s.source_id for s in backend.version_store().sources("globex")] == ["guide"]
+    assert backend.version_store().sources("initech") == []

@@ -573,3 +573,25 @@ def test_rename_semantics() -> None:
         _run([{"rename": {"field": "a", "target_field": "b"}}], {})
     with pytest.raises(IngestFailure, match=r"field \[b\] already exists"):
         _run([{"rename": {"field": "a", "target_field": "b"}}], {"a": 1, "b": 2})
+
+
+def test_composite_aggregation_pages_terms_buckets_in_key_order() -> None:
+    """search.aggregation/230_composite.yml ("Composite aggregation with after"): buckets in key order (keywords as
+    UTF-8 bytes), ``size`` per page, ``after`` excludes keys up to it, ``after_key`` = the last bucket's key; an
+    unknown composite field is refused (``CompositeAggregationBuilder``'s parser)."""
+    cl = StrictCluster()
+    call(cl, "PUT", "c", {"mappings": {"properties": {"s": {"type": "keyword"}, "v": {"type": "keyword"}}}})
+    for i, (s, v) in enumerate([("b", "1"), ("a", "2"), ("a", "1"), ("b", "1"), ("é", "1")]):
+        call(cl, "PUT", f"c/_doc/{i}", {"s": s, "v": v})
+    call(cl, "POST", "c/_refresh")
+    comp: dict[str, Any] = {"size": 2, "sources": [{"s": {"terms": {"field": "s"}}}, {"v": {"terms": {"field": "v"}}}]}
+    page = call(cl, "POST", "c/_search", {"size": 0, "aggs": {"x": {"composite": comp}}})[1]["aggregations"]["x"]
+    assert page["buckets"] == [
+        {"key": {"s": "a", "v": "1"}, "doc_count": 1},
+        {"key": {"s": "a", "v": "2"}, "doc_count": 1},
+    ]
+    assert page["after_key"] == {"s": "a", "v": "2"}
+    nxt = call(cl, "POST", "c/_search", {"size": 0, "aggs": {"x": {"composite": {**comp, "after": page["after_key"]}}}})
+    assert [b["key"]["s"] for b in nxt[1]["aggregations"]["x"]["buckets"]] == ["b", "é"]
+    bad = call(cl, "POST", "c/_search", {"size": 0, "aggs": {"x": {"composite": {**comp, "sizes": 3}}}})
+    assert bad[0] == 400 and "unknown field [sizes]" in reason(bad)

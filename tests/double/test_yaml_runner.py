@@ -234,7 +234,7 @@ def test_double_limits_and_unrouted_apis_skip(tmp_path: Path) -> None:
   - do:
       search:
         index: books
-        body: { query: { match_all: {} }, aggs: { t: { terms: { field: tag } } } }
+        body: { query: { match_all: {} }, collapse: { field: tag } }
 ---
 "an api the double does not route":
   - do:
@@ -242,7 +242,7 @@ def test_double_limits_and_unrouted_apis_skip(tmp_path: Path) -> None:
 """,
     )
     limit = results["an option the double does not implement"]
-    assert limit.outcome == "SKIP" and limit.reason == "double limit: the [aggs] search option"
+    assert limit.outcome == "SKIP" and limit.reason == "double limit: the [collapse] search option"
     assert results["an api the double does not route"].reason == "api cluster.health not supported by the double"
 
 

@@ -59,6 +59,7 @@ from es_rag.versions.registry import (
     refresh_request,
     registry_index,
     registry_put_request,
+    source_listing_request,
 )
 from tests.support.spec_check import SpecCase
 
@@ -528,6 +529,11 @@ def lineage_bodies() -> list[BodyCase]:
         *[(f"delete source #{i}", r) for i, r in enumerate(purge_requests(settings, "acme", source_id="handbook"))],
         *[(f"count lineage #{i}", r) for i, r in enumerate(lineage_count_requests(settings, "acme", "handbook"))],
         ("has privileges (doctor)", privileges_request(settings)),
+        ("sources listing", source_listing_request("acme", settings.chunk_index)),
+        (
+            "sources listing after",
+            source_listing_request("acme", settings.parent_index, after={"source_id": "a", "source_version": "v1"}),
+        ),
     ]
     return [BodyCase(_case(f"lineage[default] {name}", req), "lineage", settings) for name, req in reqs]
 

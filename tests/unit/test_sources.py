@@ -280,3 +280,22 @@ def test_concurrent_ingests_into_one_index_lose_nothing(tiny_bi_encoder: Path, t
     assert results == [0, 0, 0]
     stored = {d["source_id"] for d in EmbeddedBackend(idx)._children.values()}
     assert stored == {"doc0.md", "doc1.md", "doc2.md"}
+
+
+def test_sources_lists_a_tenants_sources(
+    tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _tree(tmp_path / "docs")
+    idx = ["--index-dir", str(tmp_path / "idx")]
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
+    assert main(["ingest", str(root), "--tenant", "acme", *model, *idx]) == 0
+    capsys.readouterr()
+    assert main(["sources", "--tenant", "acme", "--json", *idx]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [s["source_id"] for s in listing["sources"]] == ["faq/sync.md", "guide.md", "notes.txt"]
+    assert all(s["chunks"] >= 1 and s["active_version"].startswith("sha256:") for s in listing["sources"])
+    assert main(["sources", "--tenant", "acme", *idx]) == 0
+    out = capsys.readouterr().out
+    assert "guide.md" in out and out.strip().endswith("chunks served")
+    assert main(["sources", "--tenant", "globex", *idx]) == 0
+    assert capsys.readouterr().out.strip() == "tenant globex has no sources"

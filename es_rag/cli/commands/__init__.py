@@ -16,6 +16,7 @@ from es_rag.cli.commands import (
     search,
     selftest,
     setup,
+    sources,
     train_reranker,
 )
 
@@ -28,6 +29,7 @@ COMMANDS: dict[str, ModuleType] = {
     "selftest": selftest,
     "doctor": doctor,
     "chunk": chunk,
+    "sources": sources,
     "delete-source": delete_source,
     "eval": eval,
     "train-reranker": train_reranker,

@@ -71,7 +71,8 @@ def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
     unknown = not result["deleted"] and not any(remaining.values())
     if unknown:
         print(
-            f"es-rag delete-source: warning: tenant {args.tenant} has no source {args.source_id!r} (nothing deleted)",
+            f"es-rag delete-source: warning: tenant {args.tenant} has no source {args.source_id!r} "
+            "(nothing deleted; es-rag sources lists them)",
             file=sys.stderr,
         )
     if args.json:

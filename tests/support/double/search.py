@@ -58,7 +58,12 @@ TOP_LEVEL = {
 }  # fmt: skip
 IMPLEMENTED_TOP = {
     "query", "knn", "retriever", "size", "from", "_source", "highlight", "sort", "track_total_hits", "fields",
+    "aggs", "aggregations",
 }  # fmt: skip
+COMPOSITE_SRC = (
+    "server/src/main/java/org/elasticsearch/search/aggregations/bucket/composite/CompositeAggregationBuilder.java; "
+    "rest-api-spec/.../test/search.aggregation/230_composite.yml"
+)
 QUERY_PARAMS: dict[str, set[str]] = {
     "match_all": {"boost", "_name"},
     "bool": {"must", "filter", "should", "must_not", "minimum_should_match", "boost", "_name"},
@@ -308,12 +313,74 @@ class Searcher:
             else:
                 out_hits["total"] = {"value": matched, "relation": "eq"}
         shards = sum(v.shards for v in self.views)
-        return {
+        response = {
             "took": 1,
             "timed_out": False,
             "_shards": {"total": shards, "successful": shards, "skipped": 0, "failed": 0},
             "hits": out_hits,
         }
+        aggs = body.get("aggs", body.get("aggregations"))
+        if aggs is not None:
+            response["aggregations"] = self._aggregations(body, aggs)
+        return response
+
+    def _aggregations(self, body: Mapping[str, Any], aggs: Any) -> dict[str, Any]:
+        """``composite`` aggregations of ``terms`` sources on single-valued keyword fields (what es_rag sends:
+        the sources listing); buckets in key order (keywords compare as UTF-8 bytes), ``size`` (default 10) per
+        page, ``after`` excludes keys up to it, ``after_key`` is the last bucket's key. Anything else is a double
+        limit."""
+        if not isinstance(aggs, Mapping):
+            raise EsError(400, "parsing_exception", "Expected [START_OBJECT] under [aggs]", source=SEARCH_SRC)
+        if "retriever" in body or "knn" in body:
+            raise DoubleLimit("aggregations next to a retriever or knn")
+        matched = self.matching(body.get("query", {"match_all": {}}))
+        out: dict[str, Any] = {}
+        for name, spec in aggs.items():
+            kinds = list(spec) if isinstance(spec, Mapping) else []
+            if kinds != ["composite"]:
+                raise DoubleLimit(f"aggregation {kinds} (only composite)")
+            comp = spec["composite"]
+            unknown = sorted(set(comp) - {"size", "sources", "after"})
+            if unknown:
+                raise EsError(400, "x_content_parse_exception", f"[composite] unknown field [{unknown[0]}]",
+                              source=COMPOSITE_SRC)  # fmt: skip
+            if not comp.get("sources"):
+                raise EsError(400, "x_content_parse_exception", "Required [sources]", source=COMPOSITE_SRC)
+            names, fields = [], []
+            for source in comp["sources"]:
+                ((sname, sdef),) = source.items()
+                ((stype, sbody),) = sdef.items()
+                if stype != "terms" or set(sbody) != {"field"}:
+                    raise DoubleLimit(f"composite source [{stype}] with {sorted(sbody)}")
+                names.append(sname)
+                fields.append(sbody["field"])
+            counts: dict[tuple[str, ...], int] = {}
+            for view, doc_id in matched:
+                doc = view.docs[doc_id]
+                values = [doc.get(f) for f in fields]
+                if any(isinstance(v, (list, dict)) for v in values):
+                    raise DoubleLimit("composite terms over a multi-valued field")
+                if any(v is None for v in values):  # missing_bucket is false by default: no bucket
+                    continue
+                key = tuple(str(v) for v in values)
+                counts[key] = counts.get(key, 0) + 1
+
+            def order(key: tuple[str, ...]) -> tuple[bytes, ...]:
+                return tuple(part.encode("utf-8") for part in key)
+
+            keys = sorted(counts, key=order)
+            after = comp.get("after")
+            if after is not None:
+                bound = order(tuple(str(after[n]) for n in names))
+                keys = [k for k in keys if order(k) > bound]
+            page = keys[: int(comp.get("size", 10))]
+            result: dict[str, Any] = {
+                "buckets": [{"key": dict(zip(names, k, strict=True)), "doc_count": counts[k]} for k in page]
+            }
+            if page:
+                result["after_key"] = dict(zip(names, page[-1], strict=True))
+            out[name] = result
+        return out
 
     def count(self, body: Mapping[str, Any]) -> int:
         """``_count``: the documents the query matches."""
