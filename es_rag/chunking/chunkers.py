@@ -50,7 +50,7 @@ from es_rag.errors import ConfigError, InputError
 from es_rag.records import Chunk
 from es_rag.settings import parse_enum
 
-FORMATS = ("markdown", "plain", "html")
+FORMATS = ("markdown", "rst", "plain", "html")
 _TOKENIZER_PROBE = "Chunking 検索拡張生成 (RAG) unbelievably-long_identifiers E1042, naïve café — 2026年4月。"
 MIN_CHUNK_TOKENS = 8
 
@@ -208,7 +208,7 @@ class Chunker:
             acl: Groups allowed to read it.
             title: Document title; defaults to the HTML ``<title>``, the first heading or the file name.
             source_path: The file as given, for reports.
-            fmt: ``markdown``, ``plain`` or ``html``.
+            fmt: ``markdown``, ``rst``, ``plain`` or ``html``.
 
         Raises:
             InputError: Missing tenant or source id, a source without any text, or a format the
@@ -303,7 +303,7 @@ class FixedTokenChunker(Chunker):
     """
 
     strategy = Strategy.FIXED
-    formats = ("markdown", "plain")
+    formats = ("markdown", "rst", "plain")
 
     def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
         budget = self._budget(prefix(()))
@@ -330,7 +330,7 @@ class RecursiveChunker(Chunker):
     """
 
     strategy = Strategy.RECURSIVE
-    formats = ("markdown", "plain")
+    formats = ("markdown", "rst", "plain")
 
     @staticmethod
     def _paragraphs(text: str, start: int, end: int) -> list[Span]:

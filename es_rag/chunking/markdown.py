@@ -138,12 +138,17 @@ class TextLayout:
 
     Args:
         text: The source.
-        fmt: ``markdown`` or ``plain``.
+        fmt: ``markdown``, ``rst`` (:mod:`es_rag.chunking.rst`) or ``plain``.
     """
 
     def __init__(self, text: str, fmt: str) -> None:
         self.text = text
-        self.sections = parse_markdown(text) if fmt == "markdown" else parse_plain(text)
+        if fmt == "rst":
+            from es_rag.chunking.rst import parse_rst
+
+            self.sections = parse_rst(text)
+        else:
+            self.sections = parse_markdown(text) if fmt == "markdown" else parse_plain(text)
 
     def view(self, start: int, end: int) -> str:
         """The text the model reads for a span: the span itself.

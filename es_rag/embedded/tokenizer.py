@@ -23,8 +23,10 @@ The rules, in JFlex's order (``X*`` after a class is WB4: trailing Extend / Form
 Differences that remain: property data is the ``regex`` package's Unicode version (Lucene's grammar is built
 for Unicode 12.1), so characters assigned since then are classified, where Lucene skips them; lengths are
 counted in code points, Lucene's in UTF-16 units (``max_token_length`` only). Within one rule the regex engine
-takes the greedy match where JFlex takes the longest; ``tests/unit/test_lucene_analyzers.py`` checks the two
-agree (against POSIX leftmost-longest matching) and replays Lucene's own test data.
+takes the greedy match where JFlex takes the longest: where the two can differ (an emoji sequence, a word
+followed by a character that could continue it) the rule is matched again leftmost-longest (POSIX), so the
+result is JFlex's; ``tests/unit/test_lucene_analyzers.py`` checks the fast path against the slow one by hypothesis
+and replays Lucene's own test data.
 """
 
 from __future__ import annotations
@@ -139,6 +141,22 @@ def _scanner(posix: bool = False) -> tuple[Any, Any, tuple[str, ...]]:
     return regex.compile(_START, regex.V1), regex.compile(groups, regex.V1), types
 
 
+#: A character after a greedy word that a longer match could still take (joiners, letters, digits, marks).
+_MAY_EXTEND = __import__("regex").compile(
+    r"[\p{WB=Single_Quote}\p{WB=Double_Quote}\p{WB=MidLetter}\p{WB=MidNumLet}\p{WB=MidNum}\p{WB=ExtendNumLet}"
+    r"\p{WB=Format}\p{WB=Extend}\p{WB=ZWJ}\p{WB=ALetter}\p{WB=Hebrew_Letter}\p{WB=Numeric}\p{WB=Katakana}]",
+    __import__("regex").V1,
+)
+
+
+@lru_cache(maxsize=1)
+def _word_longest() -> list[tuple[str, Any]]:
+    """The number and word rules, leftmost-longest (the slow matcher the fast path falls back to)."""
+    import regex
+
+    return [(t, regex.compile(p, regex.V1 | regex.POSIX)) for t, p in _rules(possessive=False) if t in (NUM, ALPHANUM)]
+
+
 @lru_cache(maxsize=1)
 def _emoji_longest() -> Any:
     """The emoji rule, leftmost-longest. Its greedy form stops short: in a ZWJ sequence the trailing
@@ -191,6 +209,14 @@ def standard_tokens(text: str, *, max_token_length: int = MAX_TOKEN_LENGTH, posi
                 longest = _emoji_longest().match(text, pos, end).end() - pos
                 if longest >= best:
                     best, kind = longest, EMOJI
+            elif kind in (ALPHANUM, NUM) and pos + best < end and _MAY_EXTEND.match(text, pos + best):
+                # Greedy matching can stop early where a longer path exists (a Hebrew letter read as an ordinary
+                # letter cannot then take WB7a's quote: "aא'"); when the next character could continue a word,
+                # take the word and number rules' longest match instead.
+                for rule_kind, rule in _word_longest():
+                    m = rule.match(text, pos, end)
+                    if m is not None and m.end() - pos > best:
+                        best, kind = m.end() - pos, rule_kind
         if best == 0:  # a start character no rule completes (a lone ZWJ, "_"): JFlex's [^] skips it
             pos += 1
             continue

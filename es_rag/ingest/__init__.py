@@ -1,8 +1,8 @@
 """Ingestion: files -> chunks (parents + children) -> embeddings -> backend, with versions and a report.
 
-* Sources (:mod:`es_rag.ingest.sources`): Markdown, HTML, plain text and JSONL files found under the paths
-  given, or stdin; folder walks skip hidden, vendor and index folders, ignore-file matches and unsupported
-  types, and report each skip; ids are paths relative to a base folder.
+* Sources (:mod:`es_rag.ingest.sources`): Markdown, reStructuredText, HTML, plain text and JSONL files found
+  under the paths given, or stdin; folder walks skip hidden, vendor and index folders, ignore-file matches and
+  unsupported types, and report each skip; ids are paths relative to a base folder.
 * A bad document (unreadable, binary, not UTF-8, empty, missing field, bad JSONL line) is reported with
   its name, field and reason; every good document is still indexed.
 * A child whose embedded text exceeds the model's input limit is reported in ``warnings`` (never cut

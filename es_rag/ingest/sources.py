@@ -29,6 +29,8 @@ from es_rag.ingest.report import IngestReport
 SUFFIX_FORMAT = {
     ".md": "markdown",
     ".markdown": "markdown",
+    ".rst": "rst",
+    ".rest": "rst",
     ".txt": "plain",
     ".text": "plain",
     ".html": "html",
@@ -36,7 +38,7 @@ SUFFIX_FORMAT = {
     ".jsonl": "jsonl",
 }
 MAX_FILE_BYTES = 50 * 1024 * 1024
-JSONL_FORMATS = ("markdown", "plain", "html")
+JSONL_FORMATS = ("markdown", "rst", "plain", "html")
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ VENDOR_DIRS = frozenset(
 #: Ignore files read at the root of every folder walked (gitignore syntax).
 IGNORE_FILES = (".gitignore", ".es-ragignore")
 #: Types people keep in documentation folders that es_rag does not read (yet): named when skipped.
-KNOWN_UNSUPPORTED = {".rst": "reStructuredText", ".pdf": "PDF", ".docx": "Word", ".odt": "OpenDocument", ".rtf": "RTF"}
+KNOWN_UNSUPPORTED = {".pdf": "PDF", ".docx": "Word", ".odt": "OpenDocument", ".rtf": "RTF"}
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ class Found:
 def _unsupported(suffix: str) -> str:
     kind = KNOWN_UNSUPPORTED.get(suffix.lower())
     what = f"{suffix or '(no suffix)'}" + (f" ({kind})" if kind else "")
-    return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}"
+    hint = "; convert it to Markdown or text first (chunk offsets index the file, which a binary format cannot give)"
+    return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}" + (hint if kind else "")
 
 
 def _ignore_specs(root: Path, extra: Path | None) -> list[tuple[str, Any]]:

@@ -192,3 +192,59 @@ def test_a_source_of_only_front_matter_is_reported() -> None:
         make_chunker(WordTokenizer()).chunk(
             "---\ntitle: T\n---\n", source_id="a", source_version="1", tenant_id="t", acl=[]
         )
+
+
+# -- reStructuredText (issue 13): sections from docutils, spans cut from the source --------------------------
+_RST = """=====
+Guide
+=====
+
+Intro paragraph
+on two lines.
+
+Install
+-------
+
+Run the installer.
+
+* step one
+* step two
+
+Upgrade
+~~~~~~~
+
+::
+
+    es-rag setup
+
+Errors
+------
+
+E1042 means a checksum mismatch.
+"""
+
+
+@pytest.mark.parametrize("strategy", ["parent-child", "structure", "fixed", "recursive"])
+def test_rst_sections_headings_and_exact_offsets(strategy: str) -> None:
+    from es_rag.chunking import make_chunker
+    from tests.support.corpus import WordTokenizer
+
+    chunks = make_chunker(WordTokenizer(), strategy=strategy, max_tokens=40, overlap=4).chunk(
+        _RST, source_id="g.rst", source_version="1", tenant_id="t", acl=["public"], fmt="rst"
+    )
+    assert chunks and all(_RST[c.start_offset : c.end_offset] == c.text for c in chunks)
+    assert {c.title for c in chunks} == {"Guide"}
+    if strategy in ("parent-child", "structure"):
+        paths = {c.heading_path for c in chunks}
+        assert paths == {("Guide",), ("Guide", "Install"), ("Guide", "Install", "Upgrade"), ("Guide", "Errors")}
+        assert not any(set(c.text.strip()) <= set("=-~") for c in chunks)  # adornment lines are no chunk
+
+
+def test_rst_include_directives_never_read_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``file_insertion_enabled: False``: an ``include`` would otherwise pull another file's sections in."""
+    from es_rag.chunking.rst import _titles
+
+    other = tmp_path / "other.rst"
+    other.write_text("Injected\n========\n\nFrom another file.\n")
+    text = f"Title\n=====\n\n.. include:: {other}\n\nBody text.\n"
+    assert [path for _, _, path in _titles(text)] == [("Title",)]

@@ -54,7 +54,8 @@ def _load(paths, **kw):  # type: ignore[no-untyped-def]
 def test_a_folder_walk_reads_the_docs_and_skips_the_rest_with_reasons(tmp_path: Path) -> None:
     root = _tree(tmp_path / "docs")
     docs, report = _load([root])
-    assert sorted(d.source_id for d in docs) == ["faq/sync.md", "guide.md", "notes.txt"]
+    assert sorted(d.source_id for d in docs) == ["faq/sync.md", "guide.md", "manual.rst", "notes.txt"]
+    assert {d.source_id: d.fmt for d in docs}["manual.rst"] == "rst"
     reasons = {Path(s["path"]).relative_to(root).as_posix(): s["reason"] for s in report.skipped}
     assert reasons == {
         ".git": "hidden folder",
@@ -67,13 +68,11 @@ def test_a_folder_walk_reads_the_docs_and_skips_the_rest_with_reasons(tmp_path: 
         ".gitignore": "hidden file",
         ".es-ragignore": "hidden file",
         "x.tmp.md": "ignored by .es-ragignore",
-        "manual.rst": reasons["manual.rst"],
         "scan.pdf": reasons["scan.pdf"],
     }
-    assert reasons["manual.rst"].startswith("unsupported file type: .rst (reStructuredText)")
     assert reasons["scan.pdf"].startswith("unsupported file type: .pdf (PDF)")
     assert report.failed == []
-    assert report.skipped_by_reason()["unsupported file type"] == 2
+    assert report.skipped_by_reason()["unsupported file type"] == 1
 
 
 def test_ids_are_stable_however_the_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +82,7 @@ def test_ids_are_stable_however_the_folder_is_named(tmp_path: Path, monkeypatch:
     by_rel = sorted(d.source_id for d in _load(["docs"])[0])
     monkeypatch.chdir(root)
     by_dot = sorted(d.source_id for d in _load(["."])[0])
-    assert by_abs == by_rel == by_dot == ["faq/sync.md", "guide.md", "notes.txt"]
+    assert by_abs == by_rel == by_dot == ["faq/sync.md", "guide.md", "manual.rst", "notes.txt"]
     # a single file gets the id it has in its folder's walk; --base-dir moves the root
     assert [d.source_id for d in _load([root / "faq" / "sync.md"])[0]] == ["sync.md"]
     assert [d.source_id for d in _load([root / "faq" / "sync.md"], base_dir=root)[0]] == ["faq/sync.md"]
@@ -148,27 +147,27 @@ def test_ingesting_twice_from_the_index_folder_does_not_read_the_index_back(
     for _ in range(2):
         assert main(["ingest", ".", "--tenant", "acme", *model]) == 0
         report = json.loads(capsys.readouterr().out)
-        assert report["sources"] == 3 and report["failed"] == []
+        assert report["sources"] == 4 and report["failed"] == []
     # the second run also skipped the index the first one wrote (.es_rag is hidden; a visible --index-dir too)
     assert main(["ingest", ".", "--tenant", "acme", "--index-dir", "idx2", *model]) == 0
     capsys.readouterr()
     assert main(["ingest", ".", "--tenant", "acme", "--index-dir", "idx2", *model]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["sources"] == 3
+    assert report["sources"] == 4
     assert {"path": str(root / "idx2"), "reason": "es_rag index folder"} in report["skipped"]
 
 
 def test_nothing_to_ingest_is_an_error_before_any_model_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "a.rst").write_text("Title\n=====\n")
+    (tmp_path / "a.docx").write_bytes(b"PK\x03\x04")
     (tmp_path / "b.pdf").write_bytes(b"%PDF-1.7")
     # no such model on the hub (unreachable here): reaching the model load would fail differently
     argv = ["ingest", str(tmp_path), "--tenant", "acme", "--embedding-model", "nobody/no-such-model"]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "nothing to ingest (0 failed, 2 skipped)" in err
-    assert "a.rst: unsupported file type: .rst (reStructuredText)" in err
+    assert "a.docx: unsupported file type: .docx (Word)" in err
 
 
 def test_delete_of_an_unknown_source_warns_and_exits_1(
@@ -292,7 +291,7 @@ def test_sources_lists_a_tenants_sources(
     capsys.readouterr()
     assert main(["sources", "--tenant", "acme", "--json", *idx]) == 0
     listing = json.loads(capsys.readouterr().out)
-    assert [s["source_id"] for s in listing["sources"]] == ["faq/sync.md", "guide.md", "notes.txt"]
+    assert [s["source_id"] for s in listing["sources"]] == ["faq/sync.md", "guide.md", "manual.rst", "notes.txt"]
     assert all(s["chunks"] >= 1 and s["active_version"].startswith("sha256:") for s in listing["sources"])
     assert main(["sources", "--tenant", "acme", *idx]) == 0
     out = capsys.readouterr().out

@@ -23,7 +23,7 @@ from es_rag.cli.options import (
 )
 from es_rag.cli.render import print_report, print_sources_problems, progress, waiting
 
-HELP = "chunk, embed and index Markdown / HTML / text / JSONL files and folders"
+HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
 SCOPE = {
     "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
