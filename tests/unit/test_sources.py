@@ -162,12 +162,17 @@ def test_nothing_to_ingest_is_an_error_before_any_model_loads(
 ) -> None:
     (tmp_path / "a.docx").write_bytes(b"PK\x03\x04")
     (tmp_path / "b.pdf").write_bytes(b"%PDF-1.7")
+    (tmp_path / "empty.md").write_text("")
+    (tmp_path / "binary.txt").write_bytes(b"\x00\x01\x02")
     # no such model on the hub (unreachable here): reaching the model load would fail differently
-    argv = ["ingest", str(tmp_path), "--tenant", "acme", "--embedding-model", "nobody/no-such-model"]
-    assert main(argv) == 1
+    model = ["--embedding-model", "nobody/no-such-model"]
+    assert main(["ingest", str(tmp_path), "--tenant", "acme", *model]) == 1
     err = capsys.readouterr().err
-    assert "nothing to ingest (0 failed, 2 skipped)" in err
+    assert "nothing to ingest (2 failed, 2 skipped)" in err
     assert "a.docx: unsupported file type: .docx (Word)" in err
+    assert "empty.md: field 'text': the file is empty" in err and "binary.txt: field 'encoding'" in err
+    assert main(["ingest", str(tmp_path / "missing.md"), "--tenant", "acme", *model]) == 1
+    assert "missing.md: field 'path': no such file" in capsys.readouterr().err
 
 
 def test_delete_of_an_unknown_source_warns_and_exits_1(
