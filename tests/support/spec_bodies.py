@@ -127,6 +127,36 @@ FILTERS: dict[str, SearchFilter] = {
 }
 
 
+#: The clauses each filter must put in every retriever, written out by hand from the requirement (tenant term, the
+#: caller's groups plus ``public``, metadata terms, the version gate's terms lookup on the registry document), never
+#: computed by ``SearchFilter.to_es`` -- the code under test.
+FILTER_CLAUSES: dict[str, list[dict[str, Any]]] = {
+    "public-only": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["public"]}}],
+    "acl=support": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["support", "public"]}}],
+    "acl=support+versions": [
+        {"term": {"tenant_id": "acme"}},
+        {"terms": {"acl": ["support", "public"]}},
+        {
+            "bool": {
+                "must_not": [{"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}}]
+            }
+        },
+    ],
+    "acl=support,eng+metadata": [
+        {"term": {"tenant_id": "globex"}},
+        {"terms": {"acl": ["support", "eng", "public"]}},
+        {"terms": {"source_id": ["handbook", "faq"]}},
+        {"terms": {"chunker_version": ["structure-v1"]}},
+    ],
+}
+
+
+def literal_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
+    """The hand-written clauses of one of :data:`FILTERS`."""
+    (name,) = [n for n, f in FILTERS.items() if f is flt]
+    return FILTER_CLAUSES[name]
+
+
 def query_vector(dims: int) -> list[float]:
     """A deterministic, non-zero query vector of ``dims`` components."""
     return [round(((i * 37) % 101) / 101.0 - 0.5, 4) or 0.125 for i in range(dims)]

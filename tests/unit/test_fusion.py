@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from es_rag.errors import ConfigError
@@ -57,11 +58,59 @@ def test_tiebreak_orders_equal_scores_ascending() -> None:
     assert ids(out) == ["z", "y"]  # first appearance
 
 
+def _rrf_oracle(lists, k, window, weights=None):  # type: ignore[no-untyped-def]
+    """RRF written from the formula alone (exact fractions, no float32): each list cut to the window, score =
+    sum of weight / (k + rank), best first, ties by first appearance, the fused list cut to the window."""
+    from fractions import Fraction
+
+    weights = weights or [1] * len(lists)
+    score: dict[str, Fraction] = {}
+    first: dict[str, int] = {}
+    for lst, w in zip(lists, weights, strict=True):
+        for rank, d in enumerate(lst[:window], start=1):
+            score[d] = score.get(d, Fraction(0)) + Fraction(w) / (k + rank)
+            first.setdefault(d, len(first))
+    return sorted(score, key=lambda d: (-score[d], first[d]))[:window]
+
+
 def test_paging_is_a_slice_of_the_window() -> None:
-    lists = [[f"d{i}" for i in range(20)], [f"d{i}" for i in range(19, -1, -1)]]
+    """A page is ``window[from:from + size]`` of the fused window: the window itself must be the formula's, and
+    the page beyond it is empty (Elasticsearch never fuses past rank_window_size)."""
+    lists = [[f"d{i}" for i in range(20)], [f"d{(7 * i) % 20}" for i in range(20)]]
     window = reciprocal_rank_fusion(lists, rank_window_size=10)
-    assert len(window) == 10
-    assert ids(window[2:4]) == ids(reciprocal_rank_fusion(lists, rank_window_size=10))[2:4]
+    assert ids(window) == _rrf_oracle(lists, 60, 10)
+    assert ids(window[2:4]) == _rrf_oracle(lists, 60, 10)[2:4]
+    assert window[10:12] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.permutations([f"d{i}" for i in range(12)]).map(lambda p: p[:8]), min_size=1, max_size=3),
+    st.integers(1, 100),
+    st.integers(1, 6),
+    st.lists(st.integers(0, 5), min_size=3, max_size=3),
+)
+def test_weighted_rrf_with_short_windows_matches_the_formula(lists, k, window, weights) -> None:  # type: ignore[no-untyped-def]
+    """Random weights and windows shorter than the lists, against exact arithmetic. float32 can merge scores
+    the exact sums keep apart, so the check is on scores first, then on the order where exact scores differ."""
+    from fractions import Fraction
+
+    ws = weights[: len(lists)]
+    out = reciprocal_rank_fusion(lists, rank_constant=k, rank_window_size=window, weights=ws)
+    expected = _rrf_oracle(lists, k, window, ws)
+    exact = {}
+    for lst, w in zip(lists, ws, strict=True):
+        for rank, d in enumerate(lst[:window], start=1):
+            exact[d] = exact.get(d, Fraction(0)) + Fraction(w) / (k + rank)
+    assert len(out) == len(expected)
+    for item in out:
+        assert math.isclose(item.score, float(exact[item.id]), rel_tol=1e-6, abs_tol=1e-9)
+    got = ids(out)
+    for a, b in itertools.pairwise(got):  # never a clearly worse id before a better one
+        assert float(exact[a]) >= float(exact[b]) - 1e-6
+    # the same window, except where the last place is a tie float32 cannot split
+    boundary = float(exact[got[-1]])
+    assert all(abs(float(exact[d]) - boundary) < 1e-6 for d in set(got) ^ set(expected))
 
 
 @pytest.mark.parametrize(
@@ -151,6 +200,23 @@ def test_linear_fusion_weighted_minmax() -> None:
     assert ids(linear_fusion([bm25, dense], rank_window_size=2)) == ["a", "c"]
 
 
+def _normalized(scores: list[float], normalizer: str) -> list[float]:
+    """The normalisers as Elasticsearch defines them (x-pack/plugin/rank-rrf .../linear/MinMaxScoreNormalizer.java:
+    ``(s - min) / (max - min)``, the score itself when ``|max - min| < 1e-6``; L2ScoreNormalizer: ``s / sqrt(sum
+    s^2)``), and es_rag's zscore (population standard deviation, 0 when it is < 1e-6)."""
+    if not scores or normalizer == "none":
+        return list(scores)
+    if normalizer == "minmax":
+        lo, hi = min(scores), max(scores)
+        return list(scores) if abs(hi - lo) < 1e-6 else [(x - lo) / (hi - lo) for x in scores]
+    if normalizer == "l2_norm":
+        norm = math.sqrt(sum(x * x for x in scores))
+        return list(scores) if norm < 1e-6 else [x / norm for x in scores]
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((x - mean) ** 2 for x in scores) / len(scores))
+    return [0.0] * len(scores) if std < 1e-6 else [(x - mean) / std for x in scores]
+
+
 @given(
     st.lists(
         st.lists(
@@ -160,14 +226,18 @@ def test_linear_fusion_weighted_minmax() -> None:
         max_size=3,
     ),
     st.sampled_from(["none", "minmax", "l2_norm", "zscore"]),
+    st.lists(st.floats(0, 5, allow_nan=False), min_size=3, max_size=3),
 )
-def test_linear_fusion_matches_the_weighted_sum(lists, normalizer) -> None:  # type: ignore[no-untyped-def]
+def test_linear_fusion_matches_the_weighted_sum(lists, normalizer, weights) -> None:  # type: ignore[no-untyped-def]
+    """Against normalisers written out here from Elasticsearch's definitions (MinMaxScoreNormalizer,
+    L2ScoreNormalizer, the zscore of the linear retriever), with random weights: not normalize_scores itself."""
     lists = [sorted(lst, key=lambda t: -t[1]) for lst in lists]
-    out = linear_fusion(lists, normalizer=normalizer, rank_window_size=50)
+    ws = weights[: len(lists)]
+    out = linear_fusion(lists, weights=ws, normalizer=normalizer, rank_window_size=50)
     expected: dict[int, float] = {}
-    for lst in lists:
-        for (d, _), v in zip(lst, normalize_scores([s for _, s in lst], normalizer), strict=True):
-            expected[d] = expected.get(d, 0.0) + v
+    for lst, w in zip(lists, ws, strict=True):
+        for (d, _), v in zip(lst, _normalized([s for _, s in lst], normalizer), strict=True):
+            expected[d] = expected.get(d, 0.0) + w * v
     assert {i.id for i in out} == set(expected)
     assert all(math.isclose(i.score, expected[i.id], rel_tol=1e-5, abs_tol=1e-4) for i in out)
     assert [i.score for i in out] == sorted((i.score for i in out), reverse=True)
