@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from es_rag.stages.select import mmr
+# a dev dependency (pyproject [dev]): imported, not importorskip-ped, so a missing install fails the run instead of
+# silently dropping the only independent MMR oracle
+from langchain_core.vectorstores import utils as lc_utils
 
-lc_utils = pytest.importorskip("langchain_core.vectorstores.utils", reason="pip install -e '.[dev]' (langchain-core)")
+from es_rag.stages.select import mmr
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -248,3 +250,42 @@ def test_rst_include_directives_never_read_files(tmp_path) -> None:  # type: ign
     other.write_text("Injected\n========\n\nFrom another file.\n")
     text = f"Title\n=====\n\n.. include:: {other}\n\nBody text.\n"
     assert [path for _, _, path in _titles(text)] == [("Title",)]
+
+
+# -- independent oracles on chunk spans (issue 18) -------------------------------------------------------------
+_WORDS = st.sampled_from(["sync", "token", "E1042", "reset", "password", "policy", "device", "同期", "設定。"])
+_PARA = st.lists(_WORDS, min_size=1, max_size=40).map(" ".join)
+_SECTION = st.tuples(
+    st.integers(1, 3), st.sampled_from(["Install", "Errors", "FAQ", "設定"]), st.lists(_PARA, min_size=1, max_size=4)
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_SECTION, min_size=1, max_size=5), st.sampled_from(["parent-child", "structure", "fixed", "recursive"]))
+def test_child_spans_are_trimmed_start_at_headings_and_cover_every_character(sections, strategy) -> None:  # type: ignore[no-untyped-def]
+    """Checked against the source text itself, not against the chunker's own slicing: no child starts or ends in
+    whitespace; with the structure strategies every heading line begins a child; every non-whitespace character
+    of the source lies inside some child span."""
+    from es_rag.chunking import make_chunker
+    from tests.support.corpus import WordTokenizer
+
+    text = "".join(f"{'#' * lvl} {title}\n\n" + "\n\n".join(paras) + "\n\n" for lvl, title, paras in sections)
+    chunks = make_chunker(WordTokenizer(), strategy=strategy, max_tokens=25, overlap=3).chunk(
+        text, source_id="s", source_version="1", tenant_id="t", acl=["public"]
+    )
+    children = [c for c in chunks if c.kind == "child"]
+    for c in children:
+        assert not text[c.start_offset].isspace() and not text[c.end_offset - 1].isspace(), (
+            c.start_offset,
+            c.end_offset,
+        )
+    heading_starts = [m.start() for m in re.finditer(r"(?m)^#{1,3} ", text)]
+    if strategy in ("parent-child", "structure"):
+        assert set(heading_starts) <= {c.start_offset for c in children}
+    for p in (c for c in chunks if c.kind == "parent"):  # a section (parent) begins at its heading's "#"
+        assert p.start_offset in heading_starts and not text[p.end_offset - 1].isspace()
+    covered = bytearray(len(text))
+    for c in children:
+        covered[c.start_offset : c.end_offset] = b"\x01" * (c.end_offset - c.start_offset)
+    missing = [i for i, ch in enumerate(text) if not ch.isspace() and not covered[i]]
+    assert not missing, text[missing[0] : missing[0] + 20]

@@ -71,3 +71,16 @@ def test_empty_and_invalid(minilm_tokenizer) -> None:  # type: ignore[no-untyped
     assert ctx.text == "" and ctx.tokens == 0 and ctx.citations == []
     with pytest.raises(ConfigError, match="budget"):
         pack_context([hit(0)], minilm_tokenizer, budget=0)
+
+
+def test_a_context_that_fits_exactly_is_kept_whole(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The budget is inclusive: a context of exactly ``budget`` tokens (counted by the tokenizer on the rendered
+    text, not by the packer) keeps every hit; one token less drops the last one."""
+    hits = [hit(i, "word " * 30) for i in range(3)]
+    full = pack_context(hits, minilm_tokenizer, budget=100_000)
+    exact = minilm_tokenizer.count(full.text)
+    fit = pack_context(hits, minilm_tokenizer, budget=exact)
+    assert [c.chunk_id for c in fit.citations] == ["c0", "c1", "c2"] and fit.text == full.text
+    short = pack_context(hits, minilm_tokenizer, budget=exact - 1)
+    assert [c.chunk_id for c in short.citations] == ["c0", "c1"]
+    assert minilm_tokenizer.count(short.text) <= exact - 1

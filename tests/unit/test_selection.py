@@ -52,3 +52,13 @@ def test_invalid_arguments(kwargs, msg) -> None:  # type: ignore[no-untyped-def]
 def test_dimension_mismatch() -> None:
     with pytest.raises(ConfigError, match="dims"):
         mmr([1.0, 0.0, 0.0], [[1.0, 0.0]])
+
+
+def test_mmr_penalises_similarity_to_every_pick_not_just_the_first() -> None:
+    """A hand-computed case with k = 3 (lambda 0.5, cosine): picks c0 (relevance 0.7071, tie with c1 broken by
+    index), then c1 (0.5 x 0.7071 - 0.5 x 0 = 0.354 beats c2's 0.350 and c3's 0.318 - 0.300). Third: c2 is
+    0.990-similar to c1, so 0.350 - 0.495 < 0; c3 scores 0.318 - 0.5 x max(0.6, 0.3) = 0.018 and wins. Penalising
+    only the similarity to the first pick would take c2 (0.350)."""
+    q = [1.0, 1.0, 0.0]
+    cands = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.99, 0.14], [0.6, 0.3, 0.742]]
+    assert mmr(q, cands, lambda_mult=0.5, k=3) == [0, 1, 3]
