@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch is pinned: the CPU wheel 2.13.0; an unpinned torch resolves to a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: demo test install install-dev spec-deps lint typecheck clean
+.PHONY: demo test install install-dev spec-deps lint typecheck mutation clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,12 @@ lint: install-dev
 
 typecheck: install-dev
 	$(BIN)/mypy es_rag
+
+## Mutation testing ([tool.mutmut] in pyproject.toml; not in CI: slow on 2 cores). Report: docs/mutation.md.
+mutation: install-dev
+	rm -rf mutants
+	$(BIN)/mutmut run
+	$(BIN)/mutmut results
 
 clean:
 	rm -rf $(VENV) spec/node_modules spec/generated .es_rag build dist

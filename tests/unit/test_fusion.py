@@ -241,3 +241,127 @@ def test_linear_fusion_matches_the_weighted_sum(lists, normalizer, weights) -> N
     assert {i.id for i in out} == set(expected)
     assert all(math.isclose(i.score, expected[i.id], rel_tol=1e-5, abs_tol=1e-4) for i in out)
     assert [i.score for i in out] == sorted((i.score for i in out), reverse=True)
+
+
+def test_check_window_boundaries_are_elasticsearchs() -> None:
+    """CompoundRetrieverBuilder: rank_window_size >= 1 and >= size; size and from >= 0 (size 0 is a valid search)."""
+    check_window(1, 1)
+    check_window(1, 0)
+    check_window(5, 5, from_=0)
+    check_window(5, 0, from_=7)
+    for args, kwargs, message in [
+        ((0, 0), {}, r"rank_window_size: must be an integer >= 1, got 0"),
+        ((5, -1), {}, r"size and from must be >= 0, got size=-1, from=0"),
+        ((5, 1), {"from_": -1}, r"size and from must be >= 0, got size=1, from=-1"),
+        ((2, 3), {}, r"rank_window_size \(2\) must be greater than or equal to size \(3\), as Elasticsearch requires"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            check_window(*args, **kwargs)
+
+
+def test_an_unknown_normaliser_lists_the_valid_ones() -> None:
+    with pytest.raises(
+        ConfigError, match=r"normalizer: invalid value 'max'; valid values: none, minmax, l2_norm, zscore$"
+    ):
+        normalize_scores([1.0], "max")
+
+
+def test_normalisers_treat_exactly_epsilon_as_a_spread() -> None:
+    """Elasticsearch compares ``< 1e-6`` (MinMaxScoreNormalizer, L2ScoreNormalizer): a spread, norm or deviation of
+    exactly float32 1e-6 is still normalised."""
+    eps = float(np.float32(1e-6))
+    assert normalize_scores([eps, 0.0], "minmax") == [1.0, 0.0]
+    assert normalize_scores([eps], "l2_norm") == [1.0]
+    assert normalize_scores([0.0, 2 * eps], "zscore") == [-1.0, 1.0]
+
+
+def test_linear_fusion_reads_a_nan_score_as_zero_and_keeps_the_tiebreak() -> None:
+    out = linear_fusion([[("a", float("nan")), ("b", 1.0)]], normalizer="none", rank_window_size=5)
+    assert {i.id: i.score for i in out} == {"a": 0.0, "b": 1.0}
+    tied = [[("x", 1.0), ("y", 1.0)]]
+    assert ids(linear_fusion(tied, normalizer="none", rank_window_size=5)) == ["x", "y"]
+    assert ids(linear_fusion(tied, normalizer="none", rank_window_size=5, tiebreak=lambda d: d != "y")) == ["y", "x"]
+    with pytest.raises(ConfigError, match=r"scored_lists\[0\]: an id appears more than once"):
+        linear_fusion([[("x", 1.0), ("x", 0.5)]], rank_window_size=5)
+
+
+def _hit(cid: str, **scores: float):  # type: ignore[no-untyped-def]
+    from es_rag.records import Hit
+
+    fields = dict(source_id="s", source_version="1", parent_id=None, heading_path=(), start_offset=0, end_offset=1)
+    return Hit(
+        chunk_id=cid, chunker_version="t", tenant_id="t", acl=("public",), title="", text=cid, **fields, **scores
+    )
+
+
+def test_fuse_channels_applies_channel_weights_and_each_channels_own_score() -> None:
+    """The stage wrapper, checked against hand arithmetic. RRF (k 60): bm25 [a, b], dense [b, c] with dense weight
+    3 -> b = 1/62 + 3/61, c = 3/62, a = 1/61. Linear (no normaliser) reads bm25_score and dense_score: a = 10,
+    b = 4 + 2 x 0.5 = 5, c = 2 x 0.9 = 1.8."""
+    from es_rag.settings import Settings
+    from es_rag.stages.fusion import fuse_channels
+
+    channels = {
+        "bm25": [_hit("a", bm25_score=10.0), _hit("b", bm25_score=4.0)],
+        "dense": [_hit("b", dense_score=0.5), _hit("c", dense_score=0.9)],
+    }
+    rrf = fuse_channels(channels, Settings(channel_weights={"dense": 3.0}, candidate_k=10, rerank_k=10))
+    got = {h.chunk_id: h.fused_score for h in rrf}
+    assert [h.chunk_id for h in rrf] == ["b", "c", "a"]
+    assert close(got["b"], 1 / 62 + 3 / 61) and close(got["c"], 3 / 62) and close(got["a"], 1 / 61)
+    b = rrf[0]
+    assert (b.bm25_score, b.dense_score, b.ranks) == (4.0, 0.5, {"bm25": 2, "dense": 1})
+    assert b.retrieval_sources == ("bm25", "dense") and b.final_score == b.fused_score
+    linear = fuse_channels(
+        channels,
+        Settings(
+            fusion_method="linear",
+            score_normalizer="none",
+            channel_weights={"dense": 2.0},
+            candidate_k=10,
+            rerank_k=10,
+        ),
+    )
+    assert {h.chunk_id: round(h.fused_score, 4) for h in linear} == {"a": 10.0, "b": 5.0, "c": 1.8}
+    assert [h.chunk_id for h in linear] == ["a", "b", "c"]
+
+
+def test_fuse_channels_passes_rank_constant_window_and_reads_other_channels_final_score() -> None:
+    from es_rag.settings import Settings
+    from es_rag.stages.fusion import fuse_channels
+
+    channels = {"bm25": [_hit("a", bm25_score=3.0)], "custom": [_hit("b", final_score=2.0), _hit("c")]}
+    rrf = fuse_channels(channels, Settings(rank_constant=20, candidate_k=10, rerank_k=10))
+    assert close(rrf[0].fused_score, 1 / 21) and close(rrf[-1].fused_score, 1 / 22)
+    linear = fuse_channels(
+        channels, Settings(fusion_method="linear", score_normalizer="none", candidate_k=2, rerank_k=2, context_k=2)
+    )
+    # a channel without its own score field is scored by final_score; the window is 2
+    assert [(h.chunk_id, h.fused_score) for h in linear] == [("a", 3.0), ("b", 2.0)]
+    wide = fuse_channels(
+        channels, Settings(fusion_method="linear", score_normalizer="none", candidate_k=3, rerank_k=3, context_k=3)
+    )
+    assert [(h.chunk_id, h.fused_score) for h in wide] == [("a", 3.0), ("b", 2.0), ("c", 0.0)]  # no score: 0
+
+
+def test_the_fusion_stage_records_its_path_and_the_fused_list() -> None:
+    from es_rag.backend import Retrieval
+    from es_rag.settings import Settings
+    from es_rag.stages.fusion import run
+
+    hits = [_hit("a", bm25_score=2.0), _hit("b", bm25_score=1.0)]
+    client = run(
+        Retrieval(channels={"bm25": hits}, fused=None, path="client-rrf"), Settings(candidate_k=10, rerank_k=10)
+    )
+    assert client.path == "client-rrf (rank_constant=60, rank_window_size=10)"
+    assert client.info == {"fused": [{"id": "a", "rank": 1, "score": client.hits[0].fused_score},
+                                     {"id": "b", "rank": 2, "score": client.hits[1].fused_score}]}  # fmt: skip
+    linear = run(
+        Retrieval(channels={"bm25": hits}, fused=None, path="client-rrf"),
+        Settings(fusion_method="linear", score_normalizer="minmax", candidate_k=10, rerank_k=10),
+    )
+    assert linear.path == "client-linear (normalizer=minmax, rank_window_size=10)"
+    native_hits = [h.replace(fused_score=0.5) for h in hits]
+    native = run(Retrieval(channels={}, fused=native_hits, path="native-rrf"), Settings())
+    assert native.path == "native-rrf (Elasticsearch retriever)" and native.hits == native_hits
+    assert native.info["fused"] == [{"id": "a", "rank": 1, "score": 0.5}, {"id": "b", "rank": 2, "score": 0.5}]
