@@ -79,3 +79,22 @@ def test_settings_validation_lists_valid_values() -> None:
     s = Settings(index_prefix="kb")
     assert (s.chunk_index, s.parent_index, s.pipeline_id) == ("kb-chunks", "kb-parents", "kb-chunks")
     assert Settings(inference_id="e5").pipeline_id == "es-rag-chunks-inference"
+
+
+def test_filter_messages_blank_groups_and_version_snapshots() -> None:
+    """Written from the requirements (mutation survivors of docs/mutation.md): blank groups are dropped, not
+    matched; every refusal names the field; a version snapshot must be the filter's own tenant's."""
+    from es_rag.versions.registry import VersionSnapshot
+
+    assert SearchFilter("acme", (" ", "", "eng")).groups == ("eng", "public")
+    with pytest.raises(
+        ConfigError, match=r"^tenant_id: a search needs a non-empty tenant; pass --tenant or tenant_id=$"
+    ):
+        SearchFilter("")
+    with pytest.raises(ConfigError, match=r"^metadata filter 'source_id': needs at least one value$"):
+        SearchFilter("acme", metadata={"source_id": ()})
+    snap = VersionSnapshot("acme", hidden=frozenset({"a@1"}))
+    flt = SearchFilter("acme").with_versions(snap)
+    assert flt.versions is snap and flt.with_versions(None).versions is None
+    with pytest.raises(ConfigError, match=r"^version snapshot of tenant 'globex' on a filter of tenant 'acme'$"):
+        SearchFilter("acme").with_versions(VersionSnapshot("globex"))
