@@ -84,3 +84,53 @@ def test_a_context_that_fits_exactly_is_kept_whole(minilm_tokenizer) -> None:  #
     short = pack_context(hits, minilm_tokenizer, budget=exact - 1)
     assert [c.chunk_id for c in short.citations] == ["c0", "c1"]
     assert minilm_tokenizer.count(short.text) <= exact - 1
+
+
+def test_the_rendered_block_header_and_the_json_shape_are_exact(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The block header an LLM reads and the JSON an app reads, written out literally (the contract of the
+    packed context): source, version, section path with quotes defused, offsets; one citation per chunk id."""
+    import hashlib
+
+    h = Hit(chunk_id="c7", source_id="guide.md", text="Reset it.", tenant_id="t", source_version="v2",
+            heading_path=("Guide", 'The "admin" page'), start_offset=40, end_offset=49)  # fmt: skip
+    ctx = pack_context([h, h], minilm_tokenizer, budget=1000)
+    fence = "EVIDENCE-" + hashlib.sha256(b"Reset it.").hexdigest()[:12]
+    assert (
+        f"<<{fence} id=S1 source=guide.md version=v2 section=\"Guide > The 'admin' page\" offsets=40-49>>\nReset it.\n"
+        in ctx.text
+    )
+    assert ctx.omitted == [{"id": "c7", "reason": "duplicate chunk_id: packed once"}]
+    assert ctx.to_dict() == {
+        "text": ctx.text,
+        "tokens": minilm_tokenizer.count(ctx.text),
+        "citations": [
+            {"id": "S1", "chunk_id": "c7", "source_id": "guide.md", "source_version": "v2",
+             "heading_path": ["Guide", 'The "admin" page'], "start_offset": 40, "end_offset": 49, "expanded_from": []}
+        ],
+    }  # fmt: skip
+
+
+def test_a_budget_of_one_token_is_valid_and_a_duplicate_does_not_stop_packing(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    assert pack_context([hit(0)], minilm_tokenizer, budget=1).citations == []  # valid, nothing fits
+    with pytest.raises(ConfigError, match="budget: must be >= 1, got 0"):
+        pack_context([hit(0)], minilm_tokenizer, budget=0)
+    ctx = pack_context([hit(0), hit(0), hit(1)], minilm_tokenizer, budget=2000)
+    assert [c.chunk_id for c in ctx.citations] == ["c0", "c1"]
+
+
+def test_the_pack_stage_records_what_it_kept_and_why(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from es_rag.stages.pack import run
+
+    expanded = hit(1).replace(expanded_from=("c0",))
+    hits = [hit(0), expanded, hit(2, "long " * 400)]
+    ctx, out = run(hits, minilm_tokenizer, budget=300)
+    assert [h.chunk_id for h in out.hits] == ["c0", "c1"]
+    assert out.dropped == [("c2", "token budget 300 exceeded")]
+    assert out.info == {"tokens": minilm_tokenizer.count(ctx.text), "budget": 300, "tokenizer": minilm_tokenizer.name}
+    assert out.path == f"lost-in-the-middle order, {minilm_tokenizer.name} tokens, budget 300"
+    assert ctx.citations[1].to_dict()["expanded_from"] == ["c0"]
+    # the fence hashes every packed block's text, joined by NUL, in rank order
+    digest = hashlib.sha256(f"{hits[0].text}\x00{hits[1].text}".encode()).hexdigest()[:12]
+    assert f"<<EVIDENCE-{digest} id=S1 " in ctx.text
