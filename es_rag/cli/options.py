@@ -267,6 +267,28 @@ def index_dir_path(value: str) -> str:
 DEFAULT_INDEX_DIR = ".es_rag/index"
 
 
+def existing_index_dir(args: argparse.Namespace) -> str | None:
+    """The embedded index a reading command opens (``--index-dir``, default :data:`DEFAULT_INDEX_DIR`), or None on a
+    cluster.
+
+    Args:
+        args: Parsed arguments of a command with :func:`add_target`.
+
+    Raises:
+        EsRagError: No embedded index there (with the command that creates one).
+    """
+    from es_rag.errors import EsRagError
+
+    if uses_cluster(args):
+        return None
+    index_dir = str(args.index_dir or DEFAULT_INDEX_DIR)
+    if not (Path(index_dir) / "meta.json").is_file():
+        raise EsRagError(
+            f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
+        )
+    return index_dir
+
+
 def add_json(parser: argparse.ArgumentParser, what: str = "print the result as JSON") -> None:
     """``--json``.
 

@@ -205,21 +205,30 @@ def test_cli_bm25_protocol_fills_only_the_options_not_given(argv: list[str], exp
         ) == expected
 
 
+def _fail_on(monkeypatch: pytest.MonkeyPatch, query: str, error: Exception) -> None:
+    """Make ``RagPipeline.search`` raise ``error`` for ``query`` only."""
+    from es_rag.pipeline import RagPipeline
+
+    real = RagPipeline.search
+
+    def search(self: RagPipeline, text: str, flt):  # type: ignore[no-untyped-def]
+        if text == query:
+            raise error
+        return real(self, text, flt)
+
+    monkeypatch.setattr(RagPipeline, "search", search)
+
+
 def test_a_failing_query_is_recorded_counted_and_the_run_goes_on(
     beir: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 17: one query raising used to end ``eval`` with a traceback and no result at all."""
-    from es_rag.pipeline import RagPipeline
-
-    real = RagPipeline.search
     _, queries, qrels = load_beir(beir, "test")
-
-    def search(self: RagPipeline, query: str, flt):  # type: ignore[no-untyped-def]
-        if query == queries["te2"]:
-            raise ValueError("The maximum token ID in the query (1475) is higher than the number of tokens")
-        return real(self, query, flt)
-
-    monkeypatch.setattr(RagPipeline, "search", search)
+    _fail_on(
+        monkeypatch,
+        queries["te2"],
+        ValueError("The maximum token ID in the query (1475) is higher than the number of tokens"),
+    )
     records = tmp_path / "runs.jsonl"
     result = evaluate(beir, settings=settings, cache_dir=tmp_path / "cache", depth=20, records_path=records)
     assert [f["query_id"] for f in result["failed_queries"]] == ["te2"]
@@ -238,17 +247,9 @@ def test_cli_eval_exits_1_when_a_query_failed(
     beir: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from es_rag.cli import main
-    from es_rag.pipeline import RagPipeline
 
-    real = RagPipeline.search
     _, queries, _ = load_beir(beir, "test")
-
-    def search(self: RagPipeline, query: str, flt):  # type: ignore[no-untyped-def]
-        if query == queries["te4"]:
-            raise RuntimeError("boom")
-        return real(self, query, flt)
-
-    monkeypatch.setattr(RagPipeline, "search", search)
+    _fail_on(monkeypatch, queries["te4"], RuntimeError("boom"))
     argv = ["eval", "--dataset", str(beir), "--index-dir", str(tmp_path), "--depth", "20",
             "--embedding-model", settings.encoder.model, "--vector-dims", "32", "--rerank-model", "none"]  # fmt: skip
     assert main(argv) == 1

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from es_rag.cli.options import (
-    DEFAULT_INDEX_DIR,
     add_json,
     add_settings,
     add_target,
     connection_kwargs,
+    existing_index_dir,
     settings_from_args,
-    uses_cluster,
 )
 from es_rag.cli.render import print_json, waiting
-from es_rag.errors import EsRagError
 
 HELP = "delete every chunk, parent and registry entry of a source"
 SCOPE = {"index": ("prefix",), "connection": ("request_timeout",)}
@@ -49,15 +46,11 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.wiring import build_backend
 
     settings = settings_from_args(args)
-    on_cluster = uses_cluster(args)
-    index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
-    if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
-        raise EsRagError(f"no embedded index in {index_dir}")
-    if on_cluster:
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
         backend: Any = build_backend(settings, es_url=args.es, **connection_kwargs(args))
         result = delete_source(backend, args.tenant, args.source_id)
         return _report(args, result)
-    assert index_dir is not None
     with write_lock(index_dir, on_wait=lambda: waiting("delete-source", index_dir)):
         # the embedded store is opened with whatever vector size it holds: deleting needs no model
         backend = EmbeddedBackend(index_dir)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from es_rag.cli.options import (
-    DEFAULT_INDEX_DIR,
     SEARCH_SCOPE,
     acl_groups,
     add_json,
@@ -16,13 +14,12 @@ from es_rag.cli.options import (
     add_settings,
     add_target,
     connection_kwargs,
+    existing_index_dir,
     mmr_preset,
     non_empty_query,
     settings_from_args,
-    uses_cluster,
 )
 from es_rag.cli.render import print_json, print_result
-from es_rag.errors import EsRagError
 
 HELP = "hybrid search + rerank + selection + packed context"
 
@@ -53,13 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, presets=[mmr_preset(args)])
     flt = SearchFilter(args.tenant, acl_groups(args.acl))
-    on_cluster = uses_cluster(args)
-    index_dir: str | None = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
-    if index_dir is not None and not (Path(index_dir) / "meta.json").is_file():
-        raise EsRagError(
-            f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
-        )
-    if on_cluster:
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
         backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
         backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
     else:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from es_rag.cli.options import (
-    DEFAULT_INDEX_DIR,
     add_json,
     add_settings,
     add_target,
     connection_kwargs,
+    existing_index_dir,
     settings_from_args,
-    uses_cluster,
 )
 from es_rag.cli.render import print_json
-from es_rag.errors import EsRagError
 
 HELP = "list a tenant's sources: the version served, chunks and parents stored"
 SCOPE = {"index": ("prefix",), "connection": ("request_timeout",)}
@@ -45,13 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.wiring import build_backend
 
     settings = settings_from_args(args)
-    on_cluster = uses_cluster(args)
-    if on_cluster:
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
         backend: Any = build_backend(settings, es_url=args.es, **connection_kwargs(args))
     else:
-        index_dir = args.index_dir or DEFAULT_INDEX_DIR
-        if not (Path(index_dir) / "meta.json").is_file():
-            raise EsRagError(f"no embedded index in {index_dir}")
         backend = EmbeddedBackend(index_dir)  # listing needs no model
     listing = backend.version_store().sources(args.tenant)
     if args.json:
