@@ -578,7 +578,8 @@ def test_rename_semantics() -> None:
 def test_composite_aggregation_pages_terms_buckets_in_key_order() -> None:
     """search.aggregation/230_composite.yml ("Composite aggregation with after"): buckets in key order (keywords as
     UTF-8 bytes), ``size`` per page, ``after`` excludes keys up to it, ``after_key`` = the last bucket's key; an
-    unknown composite field is refused (``CompositeAggregationBuilder``'s parser)."""
+    unknown composite field is refused (``CompositeAggregationBuilder``'s parser), and so is a terms source on a
+    ``text`` field (``TextFieldMapper``: fielddata disabled)."""
     cl = StrictCluster()
     call(cl, "PUT", "c", {"mappings": {"properties": {"s": {"type": "keyword"}, "v": {"type": "keyword"}}}})
     for i, (s, v) in enumerate([("b", "1"), ("a", "2"), ("a", "1"), ("b", "1"), ("é", "1")]):
@@ -595,3 +596,8 @@ def test_composite_aggregation_pages_terms_buckets_in_key_order() -> None:
     assert [b["key"]["s"] for b in nxt[1]["aggregations"]["x"]["buckets"]] == ["b", "é"]
     bad = call(cl, "POST", "c/_search", {"size": 0, "aggs": {"x": {"composite": {**comp, "sizes": 3}}}})
     assert bad[0] == 400 and "unknown field [sizes]" in reason(bad)
+    # a text field has no fielddata (TextFieldMapper): es_rag's listing must aggregate the keyword fields
+    call(cl, "PUT", "t", {"mappings": {"properties": {"body": {"type": "text"}}}})
+    on_text = {"size": 0, "aggs": {"x": {"composite": {"sources": [{"b": {"terms": {"field": "body"}}}]}}}}
+    refused = call(cl, "POST", "t/_search", on_text)
+    assert refused[0] == 400 and reason(refused).startswith("Fielddata is disabled on [body] in [t].")

@@ -352,6 +352,20 @@ class Searcher:
                 ((stype, sbody),) = sdef.items()
                 if stype != "terms" or set(sbody) != {"field"}:
                     raise DoubleLimit(f"composite source [{stype}] with {sorted(sbody)}")
+                for view in self.views:
+                    spec = view.fields.get(sbody["field"])
+                    if spec is not None and spec.type == "text":  # TextFieldMapper: no fielddata by default
+                        raise EsError(
+                            400,
+                            "illegal_argument_exception",
+                            f"Fielddata is disabled on [{sbody['field']}] in [{view.name}]. Text fields are not "
+                            "optimised for operations that require per-document field data like aggregations and "
+                            "sorting, so these operations are disabled by default. Please use a keyword field "
+                            "instead.",
+                            source="server/src/main/java/org/elasticsearch/index/mapper/TextFieldMapper.java",
+                        )
+                    if spec is not None and spec.type != "keyword":
+                        raise DoubleLimit(f"composite terms over a [{spec.type}] field")
                 names.append(sname)
                 fields.append(sbody["field"])
             counts: dict[tuple[str, ...], int] = {}
