@@ -253,7 +253,7 @@ class RagPipeline:
         with trace.stage("boost", in_count=len(gated.hits)) as st:
             boosted = self._record(st, boost.run(gated.hits, self.business_rules), trace)
         with trace.stage("select", in_count=len(boosted.hits)) as st:
-            selected = self._record(st, select.run(boosted.hits, vec, s.select), trace)
+            selected = self._record(st, select.run(boosted.hits, s.select), trace)
         with trace.stage("expand", in_count=len(selected.hits)) as st:
             expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand), trace)
         with trace.stage("pack", in_count=len(expanded.hits)) as st:

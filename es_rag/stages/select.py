@@ -160,8 +160,8 @@ def select_context(
     """
     if not 0.0 <= lambda_mult <= 1.0:
         raise ConfigError(f"lambda_mult: must be within [0, 1], got {lambda_mult}")
-    if not hits or k <= 0:
-        return Selection(chosen=[], dropped=[(h.chunk_id, f"not selected (context_k={k})") for h in hits])
+    if not hits:
+        return Selection(chosen=[])
     dropped: list[tuple[str, str]] = []
     capped: set[int] = set()
 
@@ -212,15 +212,13 @@ def select_context(
     return Selection(chosen=chosen, dropped=dropped, method=method)
 
 
-def run(
-    hits: Sequence[Hit], query_vector: Sequence[float] | np.ndarray | None, settings: SelectSettings
-) -> StageOutput:
-    """The select stage: MMR over the hits' stored vectors with ``final_score`` (min-max scaled) as relevance,
-    under the per-source and per-parent caps; MMR decides membership, the output keeps relevance order.
+def run(hits: Sequence[Hit], settings: SelectSettings) -> StageOutput:
+    """The select stage: MMR over the hits' stored vectors with ``final_score`` (min-max scaled; a missing score
+    reads as 0) as relevance, under the per-source and per-parent caps; MMR decides membership, the output keeps
+    relevance order. The query vector is not needed: relevance comes from the final scores.
 
     Args:
         hits: Candidates, best first.
-        query_vector: The query embedding (unused when every hit has a final score).
         settings: ``context_k``, lambda and caps.
     """
     if not hits:
@@ -230,7 +228,7 @@ def run(
     rel = (rel - rel.min()) / span if span > 0 else np.ones_like(rel)
     sel = select_context(
         hits,
-        query_vector,
+        None,
         lambda_mult=settings.mmr_lambda,
         k=settings.context_k,
         max_per_source=settings.max_chunks_per_source,
