@@ -16,14 +16,28 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import regex
+
 from es_rag.settings import FusionMethod, Settings, VectorMode
 from es_rag.stages.fusion import NATIVE_NORMALIZERS
 
 MAX_IDENTIFIERS = 8
 
-# A candidate token: word characters joined by identifier punctuation (E-1042, sync_engine.start(), v2.3.1).
-_CANDIDATE_RE = re.compile(r"[\w][\w\-./:#]*(?:\(\))?", re.UNICODE)
-_IDENT_TOKEN_RE = re.compile(r"[^\W]+", re.UNICODE)
+CJK_CLASS = r"\p{IsHan}\p{IsHiragana}\p{IsKatakana}\p{IsHangul}\u3099-\u309C\u30FC\uFF70\uFF9E\uFF9F"
+r"""Characters of scripts written without spaces: Han, kana, Hangul, and the kana marks whose script is Common or
+Inherited (the (semi-)voiced sound marks U+3099..U+309C and halfwidth U+FF9E/U+FF9F, the prolonged sound marks
+``ー``/``ｰ``), so that a katakana word stays one run. An identifier ends where they begin, so ``E1042の対処``
+holds the identifier ``E1042``. Written in the syntax both Java's ``Pattern`` and Python's ``regex`` read alike
+(``\p{IsHan}`` is the Han *script*)."""
+
+IDENTIFIER_TOKEN_PATTERN = rf"[{CJK_CLASS}]+|(?:(?![{CJK_CLASS}])[\p{{L}}\p{{N}}_])+"
+"""The ``es_rag_identifier`` pattern tokenizer (``group: 0``, each match one token): a run of CJK characters, or a
+run of other letters, digits and ``_``. Everything else separates tokens, and so does a change between the two
+kinds. ``index_templates/_index_settings.j2`` holds the same string (a test keeps them equal)."""
+
+# A candidate token: non-CJK word characters joined by identifier punctuation (E-1042, sync_engine.start(), v2.3.1).
+_WORD = rf"(?:(?![{CJK_CLASS}])\w)"
+_CANDIDATE_RE = regex.compile(rf"{_WORD}(?:{_WORD}|[\-./:#])*(?:\(\))?")
 
 
 def is_identifier(token: str) -> bool:
@@ -64,18 +78,6 @@ def extract_identifiers(query_text: str) -> list[str]:
         if is_identifier(token) and token not in out:
             out.append(token)
     return out[:MAX_IDENTIFIERS]
-
-
-def identifier_tokens(text: str) -> list[str]:
-    """The ``es_rag_identifier`` analyzer in Python: split on non-word characters, lowercase.
-
-    Mirrors the ``pattern`` tokenizer ``[^\\p{L}\\p{N}_]+`` followed by ``lowercase`` (see
-    ``index_templates/_index_settings.j2``); the embedded backend's exact channel uses it.
-
-    Args:
-        text: Field text or an identifier.
-    """
-    return _IDENT_TOKEN_RE.findall(text.lower())
 
 
 def exact_channel_active(query_text: str, settings: Settings) -> bool:

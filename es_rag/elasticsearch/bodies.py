@@ -53,7 +53,8 @@ SOURCE_FIELDS = [
     "vector",
 ]
 EXACT_FIELDS = ("text.ident", "title.ident", "heading_path.ident")
-"""Subfields analysed by ``es_rag_identifier`` (pattern tokenizer on ``[^\\p{L}\\p{N}_]+`` + lowercase)."""
+"""Subfields analysed by ``es_rag_identifier`` (pattern tokenizer emitting the matches of
+:data:`es_rag.query.IDENTIFIER_TOKEN_PATTERN`, + ``cjk_width`` + ``lowercase``)."""
 
 
 def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:

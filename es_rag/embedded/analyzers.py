@@ -11,6 +11,9 @@ Lucene: ``StandardAnalyzer``, ``EnglishAnalyzer``, ``CJKAnalyzer``):
   33 English stop words) + ``PorterStemFilter``.
 - ``cjk``: ``StandardTokenizer`` + ``CJKWidthFilter`` + ``LowerCaseFilter`` + ``CJKBigramFilter`` + ``StopFilter``
   (Lucene's CJK stop set: the English words plus ``s``, ``t``, ``www``).
+- ``es_rag_identifier`` (the ``.ident`` subfields of the exact channel, defined in the templates themselves):
+  ``PatternTokenizer`` with :data:`es_rag.query.IDENTIFIER_TOKEN_PATTERN`, ``group: 0`` + ``CJKWidthFilter`` +
+  ``LowerCaseFilter`` (:func:`identifier_analyzer`).
 
 The filters are in :mod:`es_rag.embedded.token_filters`. ``tests/unit/test_lucene_analyzers.py`` replays
 Lucene's own tests against them (the counts are in docs/retrieval.md). ``kuromoji`` (Japanese morphology) has no
@@ -25,9 +28,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import regex
+
 from es_rag.embedded.token_filters import cjk_bigrams, cjk_width, english_possessive, lowercase, porter_stem
 from es_rag.embedded.tokenizer import Token, standard_tokens
 from es_rag.errors import ConfigError
+from es_rag.query import IDENTIFIER_TOKEN_PATTERN
 from es_rag.settings import Analyzer
 
 AnalyzerFn = Callable[[str], list[str]]
@@ -43,6 +49,19 @@ ENGLISH_STOP_WORDS = frozenset(
 
 CJK_STOP_WORDS = ENGLISH_STOP_WORDS | {"s", "t", "www"}
 """Lucene ``CJKAnalyzer`` default stop set."""
+
+_IDENTIFIER_TOKEN_RE = regex.compile(IDENTIFIER_TOKEN_PATTERN)
+
+
+def identifier_analyzer(text: str) -> list[str]:
+    """The ``es_rag_identifier`` analyzer: Lucene's ``PatternTokenizer`` in ``group: 0`` mode (each non-empty match
+    of :data:`~es_rag.query.IDENTIFIER_TOKEN_PATTERN` is a token, in order), then ``cjk_width`` and ``lowercase``.
+    ``NIM-E1042の対処`` gives ``nim``, ``e1042``, ``の対処``; fullwidth ``Ｅ１０４２`` gives ``e1042``.
+
+    Args:
+        text: Field text or an identifier.
+    """
+    return [lowercase(cjk_width(m.group())) for m in _IDENTIFIER_TOKEN_RE.finditer(text)]
 
 
 def analyze(text: str) -> list[str]:

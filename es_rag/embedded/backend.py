@@ -27,11 +27,11 @@ import numpy as np
 
 from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
-from es_rag.embedded.analyzers import get_analyzer
+from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
-from es_rag.query import identifier_tokens, plan_search
+from es_rag.query import plan_search
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionSnapshot
@@ -340,7 +340,7 @@ class EmbeddedBackend:
             postings: dict[str, list[int]] = {}
             for i, cid in enumerate(self._ids):
                 value = self._children[cid].get(fld) or ""
-                tokens = identifier_tokens(" ".join(value) if isinstance(value, list) else str(value))
+                tokens = identifier_analyzer(" ".join(value) if isinstance(value, list) else str(value))
                 docs_tokens.append(tokens)
                 for tok in set(tokens):
                     postings.setdefault(tok, []).append(i)
@@ -479,7 +479,7 @@ class EmbeddedBackend:
     ) -> list[Hit]:
         """Filtered exact-match top k: the mirror of :func:`es_rag.elasticsearch.bodies.exact_query`.
 
-        Each identifier is a phrase of :func:`~es_rag.query.identifier_tokens` matched contiguously
+        Each identifier is a phrase of :func:`~es_rag.embedded.analyzers.identifier_analyzer` matched contiguously
         in the same tokens of ``text``, ``title`` and ``heading_path`` (the ``.ident`` subfields); a
         document matches when any phrase occurs; its score sums, per (identifier, field) clause, Lucene's
         BM25 with the phrase as the term (phrase frequency, document frequency over the whole index).
@@ -500,7 +500,7 @@ class EmbeddedBackend:
             docs_tokens, lengths, postings = self._ident_field(fld)
             avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
             for ident in identifiers:
-                phrase = identifier_tokens(ident)
+                phrase = identifier_analyzer(ident)
                 if not phrase:
                     continue
                 # Only documents holding every token of the phrase can contain it.

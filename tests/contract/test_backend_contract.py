@@ -58,6 +58,31 @@ def test_every_channel_runs_under_the_hard_filter(backend: Any) -> None:
     assert {h.tenant_id for h in retrieve(backend, "password", SearchFilter("globex"), None)} == {"globex"}
 
 
+def test_exact_channel_finds_identifiers_next_to_japanese_text(backend: Any) -> None:
+    """Seed 000's "E1042の対処": the identifier is split from the Japanese text around it in the query and in the
+    indexed text alike (``es_rag_identifier``: CJK runs and other word runs are separate tokens), on every backend.
+    Before, the query phrase was ``nim e1042の対処`` and the indexed token ``e1042が発生``: the channel found nothing.
+    The client path keeps each channel's own list visible."""
+    load(
+        backend,
+        [
+            chunk("j1", "NIM-E1042が発生したら再起動する", start=0),
+            chunk("j2", "E1042の対処：トークンを更新", start=40),
+            chunk("j3", "E10420が発生", start=80),
+            chunk("j4", "ＥＲＲ－２２の確認", start=120),
+        ],
+    )
+    settings = backend.contract_settings.replace(fusion_path="client")
+
+    def exact(query: str) -> list[str]:
+        ret = backend.retrieve(query, None, backend.snapshot_versions(ACME), settings)
+        return sorted(h.chunk_id for h in ret.channels.get("exact", []))
+
+    assert exact("NIM-E1042の対処") == ["j1"]  # the phrase nim e1042
+    assert exact("E1042の対処") == ["j1", "j2"]  # not E10420
+    assert exact("ERR-22について") == ["j4"]  # fullwidth text folded by cjk_width
+
+
 def test_acl_groups_open_restricted_chunks(backend: Any) -> None:
     load(backend, *corpus())
     assert "a4" not in {h.chunk_id for h in retrieve(backend, "legal hold", ACME)}

@@ -12,7 +12,7 @@ from es_rag.elasticsearch.bodies import (
     search_template_params,
 )
 from es_rag.filters import SearchFilter
-from es_rag.query import channel_plan, extract_identifiers, identifier_tokens
+from es_rag.query import channel_plan, extract_identifiers
 from es_rag.settings import Settings
 
 FLT = SearchFilter("acme", ("support",), metadata={"source_id": ("faq",)})
@@ -28,14 +28,27 @@ VEC = [0.5, -0.25, 0.125, 1.0]
         ("how do I reset my password", []),
         ("in 2024 the policy changed", []),
         ("E1042 and E1042 again", ["E1042"]),
+        # Seed 000's example: an identifier ends where Japanese text begins (kana and kanji are not part of it).
+        ("NIM-E1042の対処", ["NIM-E1042"]),
+        ("E1042の対処方法", ["E1042"]),
+        ("エラーE1042が出た", ["E1042"]),
+        ("サーバーのsync_engine.start()が失敗", ["sync_engine.start()"]),
+        ("getUserName関数とX200型番", ["getUserName", "X200"]),
+        ("v2.3.1で直った？", ["v2.3.1"]),
+        ("Ｅ１０４２の対処", ["Ｅ１０４２"]),  # fullwidth: the analyzer's cjk_width folds it to e1042
+        ("한국어E1042오류", ["E1042"]),
+        ("パスワードを再設定する方法", []),
     ],
 )
 def test_extract_identifiers(query: str, expected: list[str]) -> None:
     assert extract_identifiers(query) == expected
 
 
-def test_identifier_tokens_mirror_the_pattern_analyzer() -> None:
-    assert identifier_tokens("Run sync_engine.start() -> ERR-1042!") == ["run", "sync_engine", "start", "err", "1042"]
+def test_extracted_identifiers_never_hold_cjk_characters() -> None:
+    text = "設定ファイルのNIM-E1042とERR_SYNC-42、v2.3.1版で「getUserName」を呼ぶ"
+    found = extract_identifiers(text)
+    assert found == ["NIM-E1042", "ERR_SYNC-42", "v2.3.1", "getUserName"]
+    assert not any("\u3040" <= c <= "\u9fff" for ident in found for c in ident)
 
 
 def test_channel_plan() -> None:

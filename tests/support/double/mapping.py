@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import regex
+
 from tests.support.double.errors import DoubleLimit, EsError
 
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
@@ -325,12 +327,12 @@ class Analysis:
 
 
 def _java_regex(pattern: str, name: str) -> None:
-    """The double compiles the pattern tokenizer's Java regex by translating the ``\\p{L}``/``\\p{N}`` classes
-    it uses; anything it cannot translate is refused as a double limit."""
-    translated = pattern.replace("\\p{L}", "a-zA-Z\u00c0-\uffff").replace("\\p{N}", "0-9")
+    """``Regex.compile`` of the pattern tokenizer (``PatternTokenizerFactory``): the double compiles it with the
+    ``regex`` package, which reads the Java syntax es_rag uses (``\\p{L}``, ``\\p{IsHan}``, lookahead) alike; a
+    pattern it cannot compile is refused."""
     try:
-        re.compile(translated)
-    except re.error as exc:
+        regex.compile(pattern)
+    except regex.error as exc:
         raise EsError(
             400, "illegal_argument_exception", f"invalid pattern for tokenizer [{name}]: {exc}", source=ANALYSIS_SRC
         ) from None

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import regex
+
 from tests.support.double.errors import DoubleLimit, EsError, parse_error
 from tests.support.double.mapping import FieldSpec, vector_score
 
@@ -154,21 +156,39 @@ def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Call
     kind = str(spec.get("type", "custom")) if spec else name
     if spec and kind == "custom":
         tokenizer = str(spec.get("tokenizer"))
-        pattern = None
+        filters = [str(f) for f in (spec.get("filter") or [])]
         tdefs = definitions.get("__tokenizers__", {})
         if tokenizer in tdefs and tdefs[tokenizer].get("type") == "pattern":
-            pattern = str(tdefs[tokenizer].get("pattern", r"\W+"))
-            pattern = pattern.replace("\\p{L}", "^\\W\\d_").replace("\\p{N}", "\\d")
-        lower = "lowercase" in (spec.get("filter") or [])
-        if pattern is not None:
-            rx = re.compile(pattern if not pattern.startswith("[^^") else r"[^\w]+")
+            # PatternTokenizer (PatternTokenizerFactory: "pattern" default \W+, "group" default -1): group -1 splits
+            # on the matches, group >= 0 emits that group of each match; empty tokens are never emitted. The Java
+            # syntax es_rag uses (\p{L}, \p{N}, \p{IsHan}, lookahead) reads the same in the regex package.
+            rx = regex.compile(str(tdefs[tokenizer].get("pattern", r"\W+")))
+            group = int(tdefs[tokenizer].get("group", -1))
 
-            def split(text: str) -> list[str]:
-                toks = [t for t in rx.split(text) if t]
-                return [t.lower() for t in toks] if lower else toks
+            def tokenize(text: str) -> list[str]:
+                if group >= 0:
+                    return [m.group(group) for m in rx.finditer(text) if m.group(group)]
+                return [t for t in rx.split(text) if t]
 
-            return split
-        return lambda text: [t.lower() if lower else t for t in text.split()]
+        else:
+
+            def tokenize(text: str) -> list[str]:
+                return text.split()
+
+        def custom(text: str) -> list[str]:
+            tokens = tokenize(text)
+            for name in filters:
+                if name == "cjk_width":  # CJKWidthFilter's ASCII half: fullwidth U+FF01..U+FF5E minus 0xFEE0
+                    tokens = [
+                        "".join(chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c for c in t) for t in tokens
+                    ]
+                elif name == "lowercase":
+                    tokens = [t.lower() for t in tokens]
+                else:
+                    raise DoubleLimit(f"the token filter [{name}] in a custom analyzer")
+            return tokens
+
+        return custom
     if kind == "whitespace":
         return lambda text: text.split()
     if kind in ("cjk", "kuromoji"):
