@@ -135,8 +135,9 @@ def token_windows(
             out.append((s, e))
         if j >= len(spans):
             break
-        # full window: advance by the stride; a shrunk window advances so that no token is skipped
-        i = max(i + 1, j - min(overlap, j - i - 1))
+        # advance by the stride (next window starts ``overlap`` tokens before ``j``, so a shrunk window
+        # skips no token), and by at least one token when the overlap covers the whole window
+        i = max(i + 1, j - overlap)
     return out
 
 
