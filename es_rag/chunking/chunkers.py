@@ -12,7 +12,9 @@ overlap, parent size, contextual prefix, tokenizer):
   children only.
 * ``structure`` -- Markdown / HTML structure: headings give ``heading_path``; tables, lists and code
   blocks are whole blocks, split only when they alone exceed ``L`` and then at rows / items / lines,
-  then sentences, then token windows; children only.
+  then sentences, then token windows; children only. A child that starts among a Markdown table's body
+  rows repeats the table's header rows before its text in ``contextual_text`` (its offsets still point
+  at the rows; the header's tokens count in its budget), so header and cells never part (seed 000).
 * ``parent-child`` -- ``structure`` children plus parents (the heading sections, or groups of
   consecutive children of at most ``parent_max_tokens``) for generation context; the default.
 
@@ -74,9 +76,10 @@ class Strategy(str, Enum):
         return parsed
 
 
-RULES = {Strategy.FIXED: "2", Strategy.RECURSIVE: "2", Strategy.STRUCTURE: "3", Strategy.PARENT_CHILD: "3"}
-"""Revision of each strategy's rules: bump when the same settings would produce different chunks (last: Markdown
-front matter is skipped and its ``title`` used)."""
+RULES = {Strategy.FIXED: "2", Strategy.RECURSIVE: "2", Strategy.STRUCTURE: "4", Strategy.PARENT_CHILD: "4"}
+"""Revision of each strategy's rules: bump when the same settings would produce different chunks (last: a child
+starting among a Markdown table's body rows repeats the header rows in ``contextual_text``, and its budget
+counts them)."""
 
 CHUNKER_VERSION = f"{Strategy.PARENT_CHILD.value}-{RULES[Strategy.PARENT_CHILD]}"
 """Rules revision of the default (structure-aware parent/child) chunker."""
@@ -90,6 +93,10 @@ class Layout(Protocol):
 
     def view(self, start: int, end: int) -> str:
         """Text the model reads for ``text[start:end]``."""
+        ...
+
+    def header(self, start: int, end: int) -> str:
+        """Context a span repeats before its own text (a table's header rows), or ``""``."""
         ...
 
     def parts(self, start: int, end: int) -> list[Span]:
@@ -172,6 +179,10 @@ class Chunker:
             return self.max_tokens
         return max(MIN_CHUNK_TOKENS, self.max_tokens - self.tokenizer.count(prefix))
 
+    def _header(self, layout: Layout, start: int, end: int) -> str:
+        """Context a child repeats before its text; only the structure-aware strategies repeat table headers."""
+        return ""
+
     def _fits(self, layout: Layout, budget: int) -> Callable[[int, int], bool]:
         cache: dict[Span, bool] = {}
         count = self.tokenizer.count
@@ -180,7 +191,7 @@ class Chunker:
             key = (start, end)
             hit = cache.get(key)
             if hit is None:
-                hit = cache[key] = count(layout.view(start, end)) <= budget
+                hit = cache[key] = count(self._header(layout, start, end) + layout.view(start, end)) <= budget
             return hit
 
         return fits
@@ -256,8 +267,9 @@ class Chunker:
             start, end = span
             piece = text[start:end]
             ctx: str | None = None
-            if kind == "child" and (self.contextual or html):
-                ctx = prefix(path) + layout.view(start, end)
+            header = self._header(layout, start, end) if kind == "child" else ""
+            if kind == "child" and (self.contextual or html or header):
+                ctx = prefix(path) + header + layout.view(start, end)
             elif kind == "parent" and html:
                 ctx = layout.view(start, end)
             return Chunk(
@@ -407,6 +419,9 @@ class StructureChunker(Chunker):
     def _params(self) -> str:
         cap = f".P{self.parent_max_tokens}" if self.parents and self.parent_max_tokens else ""
         return super()._params() + cap
+
+    def _header(self, layout: Layout, start: int, end: int) -> str:
+        return layout.header(start, end)
 
     def _split(self, layout: Layout, start: int, end: int, budget: int, fits: Callable[[int, int], bool]) -> list[Span]:
         if fits(start, end):

@@ -189,6 +189,7 @@ class HtmlLayout:
         self._run_starts = [s for s, _ in self.runs]
         self._boundaries = sorted(parser.boundary)
         self._nodes: dict[Span, Node] = {}
+        self._tables: list[tuple[Span, Span]] = []  # (table span, header span)
         self.sections = self._sections(parser.root)
 
     # -- visible text ------------------------------------------------------------------------
@@ -289,8 +290,26 @@ class HtmlLayout:
 
     def _register(self, node: Node) -> None:
         self._nodes[(node.start, node.end)] = node
+        if node.tag == "table":
+            head = _table_header(node)
+            if head is not None:
+                self._tables.append(((node.start, node.end), (head.start, head.end)))
         for child in node.children:
             self._register(child)
+
+    def header(self, start: int, end: int) -> str:
+        """The table header a span repeats as context: the visible text of the table's ``thead`` (else of its first
+        row when that row holds ``th`` cells) and a newline, when the span starts after the header inside the
+        table; else ``""``.
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        for (_, table_end), (head_start, head_end) in self._tables:
+            if head_end <= start < table_end:
+                return self.view(head_start, head_end) + "\n"
+        return ""
 
     def parts(self, start: int, end: int) -> list[Span]:
         """Next finer split of a span: a block's child blocks and loose text, else the sentences of its
@@ -312,3 +331,18 @@ class HtmlLayout:
                 return pieces
         sentences = [s for run in self._runs_within(start, end) for s in sentences_in(self.text, run[0], run[1])]
         return sentences if len(sentences) > 1 else []
+
+
+def _table_header(table: Node) -> Node | None:
+    """A table's header: its ``thead``, else its first row (directly or in the first ``tbody``) when that row
+    holds a ``th`` cell."""
+    for child in table.children:
+        if child.tag == "thead":
+            return child
+    rows = [c for c in table.children if c.tag == "tr"]
+    if not rows:
+        body = next((c for c in table.children if c.tag == "tbody"), None)
+        rows = [c for c in body.children if c.tag == "tr"] if body is not None else []
+    if rows and any(c.tag == "th" for c in rows[0].children):
+        return rows[0]
+    return None

@@ -60,6 +60,15 @@ def blank_front_matter(text: str) -> tuple[str, dict[str, object]]:
     return re.sub(r"[^\r\n]", " ", text[:end]) + text[end:], data
 
 
+@dataclass(frozen=True)
+class Table:
+    """A top-level table of a source: its span and the span of its header (the header row and the delimiter
+    row of a GFM table), which every chunk of its later rows repeats as context."""
+
+    span: Span
+    header: Span
+
+
 def parse_markdown(text: str) -> list[Section]:
     """Split Markdown into heading sections with block spans.
 
@@ -70,9 +79,23 @@ def parse_markdown(text: str) -> list[Section]:
     Args:
         text: Markdown source.
     """
+    return _parse_markdown(text)[0]
+
+
+def markdown_tables(text: str) -> list[Table]:
+    """The top-level tables of a Markdown source, in order.
+
+    Args:
+        text: Markdown source.
+    """
+    return _parse_markdown(text)[1]
+
+
+def _parse_markdown(text: str) -> tuple[list[Section], list[Table]]:
     md = MarkdownIt("commonmark").enable("table")
     tokens = md.parse(text)
     starts = line_starts(text)
+    tables: list[Table] = []
 
     def offset(line: int) -> int:
         return starts[line] if line < len(starts) else len(text)
@@ -111,9 +134,11 @@ def parse_markdown(text: str) -> list[Section]:
         else:
             cur_blocks.append(span)
             has_body = True
+            if tok.type == "table_open":  # a GFM table's first two lines: the header row and the delimiter row
+                tables.append(Table(span, trim(text, offset(tok.map[0]), offset(tok.map[0] + 2))))
         i += 1
     close(len(text))
-    return sections
+    return sections, tables
 
 
 def parse_plain(text: str) -> list[Section]:
@@ -143,12 +168,28 @@ class TextLayout:
 
     def __init__(self, text: str, fmt: str) -> None:
         self.text = text
+        self.tables: list[Table] = []
         if fmt == "rst":
             from es_rag.chunking.rst import parse_rst
 
             self.sections = parse_rst(text)
+        elif fmt == "markdown":
+            self.sections, self.tables = _parse_markdown(text)
         else:
-            self.sections = parse_markdown(text) if fmt == "markdown" else parse_plain(text)
+            self.sections = parse_plain(text)
+
+    def header(self, start: int, end: int) -> str:
+        """The table header a span repeats as context: the header and delimiter rows (and a newline) when the span
+        starts among a Markdown table's body rows, else ``""``. The span's own offsets never change.
+
+        Args:
+            start: Start offset.
+            end: End offset.
+        """
+        for table in self.tables:
+            if table.header[1] <= start < table.span[1]:
+                return self.text[table.header[0] : table.header[1]] + "\n"
+        return ""
 
     def view(self, start: int, end: int) -> str:
         """The text the model reads for a span: the span itself.
