@@ -35,6 +35,10 @@ def print_report(report: Any, as_json: bool) -> None:
         f"sources: {report.sources}  chunks: {report.chunks}  parents: {report.parents}  "
         f"indexed: {report.indexed}  failed: {len(report.failed)}  skipped: {len(report.skipped)}"
     )
+    for r in report.removed:
+        print(f"  removed {r['source_id']}: gone from the folder ({r['deleted']} documents deleted)")
+    if "sync" in report.extra:
+        print(f"sync: {report.extra['sync']}", file=sys.stderr if report.failed else sys.stdout)
     print_sources_problems(report)
 
 

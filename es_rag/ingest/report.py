@@ -15,7 +15,7 @@ class IngestReport(IndexReport):
 
     ``skipped`` lists what a folder walk left out on purpose (``{"path", "reason"}``: hidden, vendor or es_rag
     index folders, ignore-file matches, unsupported file types); ``failed`` lists documents that could not be
-    ingested.
+    ingested; ``removed`` lists the sources ``--sync`` deleted because their folder no longer has them.
     """
 
     sources: int = 0
@@ -24,6 +24,7 @@ class IngestReport(IndexReport):
     warnings: list[dict[str, str]] = field(default_factory=list)
     switched: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=lambda: {"parse": 0.0, "chunk": 0.0, "embed": 0.0, "index": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -40,6 +41,7 @@ class IngestReport(IndexReport):
             "indexed": self.indexed,
             "failed": self.failed,
             "skipped": self.skipped,
+            "removed": self.removed,
             "warnings": self.warnings,
             "switched": self.switched,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},

@@ -216,7 +216,12 @@ def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report:
     return out
 
 
-def _relative_id(path: Path, base: Path) -> str:
+def relative_id(path: Path, base: Path) -> str:
+    """``path``'s id relative to ``base`` (POSIX separators).
+
+    Raises:
+        InputError: ``path`` is outside ``base``.
+    """
     rel = os.path.relpath(path, base)
     if rel == ".." or rel.startswith(".." + os.sep):
         raise InputError(str(path), "path", f"outside the base folder {base} (--base-dir)")
@@ -267,13 +272,13 @@ def discover(
         if path.is_dir():
             root = path.resolve()
             if base is not None:
-                _relative_id(root, base)  # the whole folder must be under --base-dir
+                relative_id(root, base)  # the whole folder must be under --base-dir
             for f in _walk(root, _ignore_specs(root, extra), excluded, report):
-                found.append(Found(f, _relative_id(f, base or root)))
+                found.append(Found(f, relative_id(f, base or root)))
             continue
         try:  # a named file: never skipped; reading it reports what is wrong with it
             resolved = path.resolve()
-            found.append(Found(path, source_id or _relative_id(resolved, base or resolved.parent)))
+            found.append(Found(path, source_id or relative_id(resolved, base or resolved.parent)))
         except InputError as err:
             report.failed.append(err.as_dict())
     return found

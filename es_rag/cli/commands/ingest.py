@@ -40,6 +40,13 @@ def register(sub: Any) -> None:
     """
     p = sub.add_parser("ingest", help=HELP, description=HELP)
     add_sources(p)
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="the index follows the folders given: after a run with no failed document, delete the tenant's "
+        "sources the folders no longer yield (deleted, ignored or unsupported files; with --base-dir, only ids under "
+        "each folder; without it, every source of the tenant) and list them",
+    )
     add_json(p, "print the report as JSON")
     add_owner(p)
     add_target(p)
@@ -58,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     report = IngestReport()
     on_cluster = uses_cluster(args)
+    scopes = None
+    if args.sync:
+        from es_rag.ingest.sync import sync_scopes
+
+        scopes = sync_scopes(args.paths, args.base_dir)  # a file or stdin is refused before anything is read
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
     docs = load_files(
         args.paths,
@@ -67,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         exclude_dirs=[index_dir] if index_dir else [],
         **source_kwargs(args),
     )
-    if not docs:  # before any model or index is touched
+    if not docs and scopes is None:  # before any model or index is touched
         if args.json:
             print_report(report, True)
         else:
@@ -84,11 +96,17 @@ def run(args: argparse.Namespace) -> int:
         write_lock(index_dir, on_wait=lambda: waiting("ingest", index_dir)) if index_dir else contextlib.nullcontext()
     )
     with lock:
-        return _ingest(args, settings, docs, report, on_cluster, index_dir)
+        return _ingest(args, settings, docs, report, on_cluster, index_dir, scopes)
 
 
 def _ingest(
-    args: argparse.Namespace, settings: Any, docs: Any, report: Any, on_cluster: bool, index_dir: str | None
+    args: argparse.Namespace,
+    settings: Any,
+    docs: Any,
+    report: Any,
+    on_cluster: bool,
+    index_dir: str | None,
+    scopes: list[str] | None,
 ) -> int:
     from es_rag.chunking import make_chunker
     from es_rag.ingest import ingest_documents
@@ -100,27 +118,37 @@ def _ingest(
     )
     if on_cluster:
         backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
-    embedder = build_embedder(settings, show_progress=progress())
-    client_vectors = settings.encoder.vectors is VectorMode.CLIENT
-    chunker = make_chunker(
-        embedder.tokenizer(),
-        strategy=args.strategy,
-        max_tokens=min(settings.chunking.max_tokens, embedder.max_tokens),
-        overlap=settings.chunking.overlap,
-        contextual=args.contextual,
-        parent_max_tokens=args.parent_max_tokens,
-    )
-    ingest_documents(
-        docs,
-        chunker=chunker,
-        embedder=embedder if (client_vectors or not on_cluster) else None,
-        backend=backend,
-        report=report,
-        progress=progress(),
-        server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
-    )
+    if docs:  # a --sync run of an emptied folder loads no model
+        embedder = build_embedder(settings, show_progress=progress())
+        client_vectors = settings.encoder.vectors is VectorMode.CLIENT
+        chunker = make_chunker(
+            embedder.tokenizer(),
+            strategy=args.strategy,
+            max_tokens=min(settings.chunking.max_tokens, embedder.max_tokens),
+            overlap=settings.chunking.overlap,
+            contextual=args.contextual,
+            parent_max_tokens=args.parent_max_tokens,
+        )
+        ingest_documents(
+            docs,
+            chunker=chunker,
+            embedder=embedder if (client_vectors or not on_cluster) else None,
+            backend=backend,
+            report=report,
+            progress=progress(),
+            server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
+        )
+    if scopes is not None:
+        from es_rag.ingest.sync import sync_removed
+
+        sync_removed(backend, args.tenant, {d.source_id for d in docs}, scopes, report)
     backend.flush()
     if not on_cluster:
         print(f"embedded index: {index_dir}", file=sys.stderr)
     print_report(report, args.json)
+    left = [r["source_id"] for r in report.removed if any(r["remaining"].values())]
+    if left:
+        print(f"es-rag ingest: --sync: documents of {', '.join(left)} remain; run the ingest again", file=sys.stderr)
+    if scopes is not None:
+        return 1 if report.failed or left else 0
     return 1 if report.failed or not report.sources else 0
