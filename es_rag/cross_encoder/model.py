@@ -40,12 +40,26 @@ for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings over
 _JSONISH_RE = re.compile(r"^\s*[\[{]")
 
 
+_DIGEST_RE = re.compile(r"(?:sha(?:1|256|512)|md5|blake2b?):[0-9a-f]{8,}|[0-9a-f]{32,}", re.IGNORECASE)
+
+
+def is_content_digest(version: str) -> bool:
+    """Whether a source version is a content digest (``sha256:…``, the version ``ingest`` gives a file without
+    one, or a bare hex hash of 32+ digits): an internal identifier, meaningless to a model or a reader.
+
+    Args:
+        version: A ``source_version``.
+    """
+    return _DIGEST_RE.fullmatch(version.strip()) is not None
+
+
 def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, str]:
     """The header and content the cross-encoder sees for one hit (``header + content`` is the passage).
 
     Title, heading path, document type and version go in the header; internal ids, vectors, hashes
-    and offsets never do. A chunk whose text is a JSON object/array is passed as its text (it is the
-    chunk's content, not a database record).
+    and offsets never do (a version that is a content digest, :func:`is_content_digest`, is left out).
+    A chunk whose text is a JSON object/array is passed as its text (it is the chunk's content, not a
+    database record).
 
     Args:
         hit: The candidate.
@@ -61,7 +75,7 @@ def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, st
         lines.append("Section: " + " > ".join(hit.heading_path))
     if document_type:
         lines.append(f"Document Type: {document_type}")
-    if hit.source_version:
+    if hit.source_version and not is_content_digest(hit.source_version):
         lines.append(f"Version: {hit.source_version}")
     lines.append("Content:")
     return "\n".join(lines) + "\n", hit.text

@@ -48,6 +48,22 @@ def test_ranking_text_has_structure_and_no_internal_fields() -> None:
     assert "abc123" not in header and "deadbeef" not in header and "src-1" not in header
 
 
+@pytest.mark.parametrize(
+    "version", ["sha256:3f2a9c0d1e4b5a6f", "SHA256:3F2A9C0D", "md5:0123456789abcdef", "0123456789abcdef" * 2]
+)
+def test_ranking_text_leaves_out_content_digest_versions(version: str) -> None:
+    """A file ingested without a version gets ``sha256:<16 hex>``: the reranker never sees it (seed 002: no internal
+    ids in the ranking text)."""
+    h = Hit(chunk_id="c", source_id="s", text="Body.", tenant_id="t", title="T", source_version=version)
+    assert ranking_text(h)[0] == "Title: T\nContent:\n"
+
+
+@pytest.mark.parametrize("version", ["2026-06", "v2.3.1", "2025 policy", "sha256", "deadbeef"])
+def test_ranking_text_keeps_human_versions(version: str) -> None:
+    h = Hit(chunk_id="c", source_id="s", text="Body.", tenant_id="t", title="T", source_version=version)
+    assert ranking_text(h)[0] == f"Title: T\nVersion: {version}\nContent:\n"
+
+
 def test_calibration_and_thresholds_are_per_model(tmp_path: Path) -> None:
     cal = Calibration(temperature=2.0, bias=1.0)
     assert cal.apply(1.0) == pytest.approx(0.5)
