@@ -135,7 +135,6 @@ class RagPipeline:
             source_tiers=dict(settings.boost.source_tiers),
             freshness_weight=settings.boost.freshness_weight,
             half_life_days=settings.boost.freshness_half_life_days,
-            latest_version_boost=settings.boost.latest_version_boost,
         )
         self.cache = (
             cache

@@ -112,13 +112,22 @@ if len(FLAT) != sum(len(g.flat_names()) for g in GROUPS) or set(FLAT) & set(_GRO
     raise RuntimeError("settings groups: every flat name must be unique and differ from every group name")
 
 
+REMOVED: dict[str, str] = {
+    "latest_version_boost": "the version gate serves one version per source, so the candidates never hold two "
+    "versions of one source and the boost could never fire (a superseded source is hidden, not demoted)",
+}
+"""Settings that existed and were removed -> why (the error says so instead of "unknown")."""
+
+
 def unknown_setting(name: str, valid: list[str]) -> ConfigError:
-    """The error for a setting name that does not exist, with the closest valid names.
+    """The error for a setting name that does not exist, with the closest valid names (or why it was removed).
 
     Args:
         name: What the caller wrote.
         valid: The names that exist.
     """
+    if name in REMOVED:
+        return ConfigError(f"setting {name!r} was removed: {REMOVED[name]}")
     close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else f"; valid: {', '.join(sorted(valid))}"
     return ConfigError(f"unknown setting {name!r}{hint}")

@@ -453,7 +453,7 @@ class BoostSettings(Group):
     """Business rules: source tiers, freshness, latest version."""
 
     NAME: ClassVar[str] = "boost"
-    TITLE: ClassVar[str] = "boost: business rules (source tiers, freshness, latest version)"
+    TITLE: ClassVar[str] = "boost: business rules (source tiers, freshness)"
 
     source_tiers: dict[str, float] = opt(
         factory=dict,
@@ -467,13 +467,11 @@ class BoostSettings(Group):
         "--freshness-half-life-days; 0 disables",
     )
     freshness_half_life_days: float = opt(365.0, help="half-life of the freshness boost")
-    latest_version_boost: float = opt(0.0, help="boost of the newest version among one source's candidates")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source_tiers", dict(self.source_tiers))
         self._number("freshness_weight", low=0.0)
         self._number("freshness_half_life_days", above=0.0)
-        self._number("latest_version_boost", low=0.0)
         for pattern, boost in self.source_tiers.items():
             if not pattern or boost <= -1.0:
                 raise ConfigError(f"source_tiers[{pattern!r}]: needs a pattern and a boost > -1, got {boost}")

@@ -1,6 +1,8 @@
-"""Business ranking: soft, configurable boosts for authority (source tier), freshness and version
-(seed 002 §2.3, §11). Hard constraints (tenant, ACL, expired versions) stay hard filters in the
-retrievers; nothing here can bring back a filtered document, it only re-orders what passed.
+"""Business ranking: soft, configurable boosts for authority (source tier) and freshness (seed 002 §2.3,
+§11). Hard constraints (tenant, ACL, expired versions) stay hard filters in the retrievers; nothing here can
+bring back a filtered document, it only re-orders what passed. There is no "latest version" boost: the version
+gate serves one version per source, and an expired or superseded version is filtered, never demoted (seed 002
+§11, §26).
 
 Each rule contributes a number; their sum is ``boost_score`` and
 
@@ -49,8 +51,6 @@ class BusinessRules:
         source_tiers: ``source_id`` glob -> boost; the first matching pattern wins (authority / tier).
         freshness_weight: Boost of a source dated ``today``, halved every ``half_life_days``.
         half_life_days: Freshness half-life.
-        latest_version_boost: Boost of the newest ``source_version`` among candidates of one source
-            (only when the candidates hold more than one version of it).
         today: Reference date for freshness (None = today's date).
         learned: Optional learned scorer added as contribution ``learned``.
     """
@@ -58,19 +58,13 @@ class BusinessRules:
     source_tiers: Mapping[str, float] = field(default_factory=dict)
     freshness_weight: float = 0.0
     half_life_days: float = 365.0
-    latest_version_boost: float = 0.0
     today: date | None = None
     learned: LearnedScorer | None = None
 
     @property
     def active(self) -> bool:
         """True when some rule can change a score."""
-        return (
-            bool(self.source_tiers)
-            or self.freshness_weight > 0
-            or self.latest_version_boost > 0
-            or (self.learned is not None)
-        )
+        return bool(self.source_tiers) or self.freshness_weight > 0 or self.learned is not None
 
 
 def base_score(hit: Hit) -> float:
@@ -93,14 +87,6 @@ def contributions(hits: Sequence[Hit], rules: BusinessRules) -> list[dict[str, f
         rules: The rules.
     """
     today = rules.today or date.today()
-    newest: dict[str, str] = {}
-    versions: dict[str, set[str]] = {}
-    for h in hits:
-        if h.source_version is None:
-            continue
-        versions.setdefault(h.source_id, set()).add(h.source_version)
-        if h.source_id not in newest or h.source_version > newest[h.source_id]:
-            newest[h.source_id] = h.source_version
     out = []
     for h in hits:
         parts: dict[str, float] = {}
@@ -113,12 +99,6 @@ def contributions(hits: Sequence[Hit], rules: BusinessRules) -> list[dict[str, f
             if dated is not None:
                 age = max((today - dated).days, 0)
                 parts["freshness"] = rules.freshness_weight * math.pow(0.5, age / rules.half_life_days)
-        if (
-            rules.latest_version_boost > 0
-            and len(versions.get(h.source_id, ())) > 1
-            and h.source_version == newest.get(h.source_id)
-        ):
-            parts["latest_version"] = rules.latest_version_boost
         if rules.learned is not None:
             parts["learned"] = float(rules.learned(h, dict(parts)))
         out.append(parts)
