@@ -260,8 +260,16 @@ class RagPipeline:
             rest = select.remainder(boosted.hits, selected.hits)
             refill = expand.Refill.of(rest, s.select)
             expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand, refill=refill), trace)
+            refilled = set(expanded.added)
+            units = [*selected.hits, *(h for h in rest if h.chunk_id in refilled)]
         with trace.stage("pack", in_count=len(expanded.hits)) as st:
-            ctx, packed = pack.run(expanded.hits, self.pack_tokenizer(trace), budget=s.pack.token_budget)
+            ctx, packed = pack.run(
+                expanded.hits,
+                self.pack_tokenizer(trace),
+                budget=s.pack.token_budget,
+                fallbacks=expand.fallbacks(expanded.hits, units),
+                limit=s.select.context_k,
+            )
             fallback = trace.paths.get("pack")  # a pack tokenizer that could not load says so first
             self._record(st, packed, trace)
             if fallback:

@@ -39,6 +39,7 @@ from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import ExpandSettings, SelectSettings
 from es_rag.stages.base import StageOutput
+from es_rag.stages.pack import Fallback
 from es_rag.stages.select import cap_reason
 
 SCORE_FIELDS = ("bm25_score", "dense_score", "fused_score", "rerank_score", "calibrated_score", "final_score")
@@ -397,6 +398,27 @@ def expand_neighbors(
     if refused:
         info["refused_other_tenant"] = refused
     return StageOutput(hits=out, dropped=dropped, info=info, path=path, added=added)
+
+
+def fallbacks(blocks: Sequence[Hit], units: Sequence[Hit]) -> dict[str, Fallback]:
+    """For each expanded block, the retrieved units it holds (the selected and refilled children), best first:
+    what the pack stage packs instead when the block does not fit the budget.
+
+    A parent block's id is the parent's, outside its ``expanded_from``; a neighbour block keeps its best
+    anchor's id, inside it. Neighbour pieces that no one retrieved are not units and never fall back.
+
+    Args:
+        blocks: The expand stage's output.
+        units: The hits it expanded (selected, then refilled), best first.
+    """
+    out: dict[str, Fallback] = {}
+    for b in blocks:
+        inside = set(b.expanded_from)
+        children = tuple(u for u in units if u.chunk_id in inside)
+        if children:
+            label = f"neighbour block of {b.chunk_id}" if b.chunk_id in inside else f"parent {b.chunk_id}"
+            out[b.chunk_id] = Fallback(label=label, children=children)
+    return out
 
 
 def run(

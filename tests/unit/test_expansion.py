@@ -8,7 +8,8 @@ import numpy as np
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk, Hit
-from es_rag.stages.expand import Refill, expand_neighbors, expand_parents, merge_pieces
+from es_rag.stages.expand import Refill, expand_neighbors, expand_parents, fallbacks, merge_pieces
+from es_rag.stages.pack import Fallback
 
 SOURCE = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
 #         0     6    11    17    23      31   36  40    46   51
@@ -192,3 +193,14 @@ def test_a_merged_neighbour_slot_is_refilled_by_a_block_that_does_not_merge() ->
     }
     assert res.info["blocks"] == 2
     assert res.path == "neighbours +/-1 within the parent section; 1 merged slot refilled from the ranked remainder"
+
+
+def test_each_expanded_block_falls_back_to_the_units_it_holds() -> None:
+    """The pack stage's fallback of a block: the selected (or refilled) children inside it, best first; neighbour
+    pieces that no one retrieved are not units."""
+    c1, c2, c3 = as_hit(chunk("c1", 11, 22), 0.9), as_hit(chunk("c2", 23, 35), 0.8), as_hit(chunk("c3", 36, 45), 0.7)
+    parent = as_hit(chunk("P", 0, 56, parent=None, kind="parent"), 0.9).replace(expanded_from=("c1", "c3"))
+    block = c1.replace(expanded_from=("c0", "c1", "c2", "c3"))
+    plain = as_hit(chunk("c4", 46, 56), 0.5)
+    assert fallbacks([parent, plain], [c3, c1]) == {"P": Fallback(label="parent P", children=(c3, c1))}
+    assert fallbacks([block], [c1, c2]) == {"c1": Fallback(label="neighbour block of c1", children=(c1, c2))}
