@@ -145,6 +145,9 @@ class RagPipeline:
         self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
         self._pack_tok: Tokenizer | None = None
         self._pack_tok_error: str | None = None
+        self.budget_warning = settings.budget_warning()
+        if self.budget_warning:
+            log.warning("%s", self.budget_warning)
 
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
@@ -269,6 +272,7 @@ class RagPipeline:
                 budget=s.pack.token_budget,
                 fallbacks=expand.fallbacks(expanded.hits, units),
                 limit=s.select.context_k,
+                warning=self.budget_warning,
             )
             fallback = trace.paths.get("pack")  # a pack tokenizer that could not load says so first
             self._record(st, packed, trace)

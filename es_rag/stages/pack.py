@@ -259,6 +259,7 @@ def run(
     budget: int,
     fallbacks: Mapping[str, Fallback] | None = None,
     limit: int | None = None,
+    warning: str | None = None,
 ) -> tuple[PackedContext, StageOutput]:
     """The pack stage: the packed context, and what the trace records of it (what did not fit, the tokens, the
     children packed in place of an over-budget block).
@@ -269,11 +270,14 @@ def run(
         budget: Token budget of the whole rendered context.
         fallbacks: Expanded block id -> the children packed instead when it does not fit.
         limit: Most blocks packed (``context_k``); None = no limit.
+        warning: The settings' budget warning (:meth:`es_rag.settings.Settings.budget_warning`), recorded as is.
     """
     ctx, chosen, fell_back, tried = _pack(hits, tokenizer, budget=budget, fallbacks=fallbacks, limit=limit)
     info: dict[str, Any] = {"tokens": ctx.tokens, "budget": budget, "tokenizer": tokenizer.name}
     if fell_back:
         info["fell_back_to_children"] = fell_back
+    if warning:
+        info["budget_warning"] = warning
     return ctx, StageOutput(
         hits=chosen,
         dropped=[(o["id"], o["reason"]) for o in ctx.omitted],

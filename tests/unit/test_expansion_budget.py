@@ -1,6 +1,7 @@
 """Expansion within the budget, through the whole pipeline on both backends (embedded, and the Elasticsearch
 backend on the strict double, which serves the parent and neighbour fetches as Elasticsearch does): a merged slot is
-refilled from the ranked remainder, and an expanded block over budget falls back to its children.
+refilled from the ranked remainder, an expanded block over budget falls back to its children, and settings whose
+``context_k`` units cannot fit the budget are warned about (seed 003).
 
 Token counts are whitespace words (:class:`tests.support.corpus.WordTokenizer`), counted by hand: the rendered
 context is a 15-word preamble plus, per block, an 8-word opening line (fence, id, source, version, the 3 words of
@@ -9,6 +10,7 @@ context is a 15-word preamble plus, per block, an 8-word opening line (fence, id
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -108,3 +110,34 @@ def test_a_neighbour_block_over_budget_falls_back_to_its_anchor(loaded: tuple[An
         {"id": "b1", "reason": "token budget 33 exceeded"},
     ]
     assert result.context.tokens == 30
+
+
+def test_units_that_cannot_fit_the_budget_are_warned_about(
+    loaded: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """context_k=2 parents of up to 800 tokens = 1600 > 1500: logged once when the pipeline is built, and recorded in
+    the pack stage's trace of every search; none when 2 x 200-token chunks fit."""
+    with caplog.at_level(logging.WARNING, logger="es_rag"):
+        result = search(loaded, expand_mode="parent", token_budget=1500)
+    expected = (
+        "context_k=2 x parent size 800 tokens = 1600 > token_budget 1500: at most 1 parent will fit "
+        "(a parent that does not fit falls back to its child)"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("es_rag")] == [expected]
+    assert stage(result, "pack").info["budget_warning"] == expected
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="es_rag"):
+        result = search(loaded, token_budget=1500)
+    assert not [r for r in caplog.records if r.name.startswith("es_rag")]
+    assert "budget_warning" not in stage(result, "pack").info
+
+
+def test_the_command_line_prints_the_warning_once_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """``es-rag`` routes the package's warnings to stderr as ``es-rag: warning: ...``, once however often it runs."""
+    from es_rag.cli import _show_warnings
+
+    _show_warnings()
+    _show_warnings()
+    logging.getLogger("es_rag.pipeline").warning("context_k=8 x chunk size 512 tokens = 4096 > token_budget 3000")
+    err = capsys.readouterr().err
+    assert err == "es-rag: warning: context_k=8 x chunk size 512 tokens = 4096 > token_budget 3000\n"
