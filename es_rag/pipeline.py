@@ -144,6 +144,9 @@ class RagPipeline:
         self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
         self._pack_tok: Tokenizer | None = None
         self._pack_tok_error: str | None = None
+        self.budget_warning = settings.budget_warning()
+        if self.budget_warning:
+            log.warning("%s", self.budget_warning)
 
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
@@ -192,6 +195,7 @@ class RagPipeline:
         """Write a stage's output into its trace record: drops with reasons, info, count, path."""
         for cid, reason in out.dropped:
             st.drop(cid, reason)
+        st.in_count += len(out.added)
         st.info.update(out.info)
         st.out_count = len(out.hits)
         if out.path:
@@ -254,9 +258,21 @@ class RagPipeline:
         with trace.stage("select", in_count=len(boosted.hits)) as st:
             selected = self._record(st, select.run(boosted.hits, s.select), trace)
         with trace.stage("expand", in_count=len(selected.hits)) as st:
-            expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand), trace)
+            # Slots that merging empties are refilled from what selection did not choose, in rank order.
+            rest = select.remainder(boosted.hits, selected.hits)
+            refill = expand.Refill.of(rest, s.select)
+            expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand, refill=refill), trace)
+            refilled = set(expanded.added)
+            units = [*selected.hits, *(h for h in rest if h.chunk_id in refilled)]
         with trace.stage("pack", in_count=len(expanded.hits)) as st:
-            ctx, packed = pack.run(expanded.hits, self.pack_tokenizer(trace), budget=s.pack.token_budget)
+            ctx, packed = pack.run(
+                expanded.hits,
+                self.pack_tokenizer(trace),
+                budget=s.pack.token_budget,
+                fallbacks=expand.fallbacks(expanded.hits, units),
+                limit=s.select.context_k,
+                warning=self.budget_warning,
+            )
             fallback = trace.paths.get("pack")  # a pack tokenizer that could not load says so first
             self._record(st, packed, trace)
             if fallback:

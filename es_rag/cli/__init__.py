@@ -6,6 +6,7 @@ failed checks), 2 bad input or configuration (usage errors included), 3 cluster 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,22 @@ def build_parser() -> Parser:
     return parser
 
 
+class _StderrWarnings(logging.Handler):
+    """Prints the package's log records (warnings and above) as ``es-rag: warning: ...`` on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"es-rag: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_warnings() -> None:
+    """Route the library's warnings (``logging.getLogger("es_rag")``, e.g. the settings' budget warning) to stderr,
+    once per process; records still propagate to any handler the caller installed."""
+    logger = logging.getLogger("es_rag")
+    if not any(isinstance(h, _StderrWarnings) for h in logger.handlers):
+        handler = _StderrWarnings(logging.WARNING)
+        logger.addHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``es-rag``.
 
@@ -36,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments (default: ``sys.argv[1:]``).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _show_warnings()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

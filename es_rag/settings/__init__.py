@@ -194,6 +194,32 @@ class Settings:
         if kind.value.startswith("bbq") and dims < 64:
             raise ConfigError(f"vector_index_type {kind}: needs vector_dims >= 64, got {dims}")
 
+    def budget_warning(self) -> str | None:
+        """Seed 003: ``context_k`` units of the configured size should fit ``token_budget``; the warning, with the
+        numbers, when they cannot (None when they fit).
+
+        The unit is what the pack stage receives: a child chunk (``chunk_max_tokens``), a parent section of up to
+        ``expand_max_parent_tokens`` (``expand_mode=parent``) or a child with ``expand_neighbors`` children on each
+        side (``expand_mode=neighbors``). These are configured maxima in embedding-model tokens, and the budget also
+        pays for the block headers, so a context that passes this check can still drop a block.
+        """
+        k, budget, chunk = self.select.context_k, self.pack.token_budget, self.chunking.max_tokens
+        detail = ""
+        if self.expand.mode is ExpandMode.PARENT:
+            size, unit, noun = self.expand.max_parent_tokens, "parent size", "parent"
+            note = " (a parent that does not fit falls back to its child)"
+        elif self.expand.mode is ExpandMode.NEIGHBORS and self.expand.neighbors > 0:
+            span = 2 * self.expand.neighbors + 1
+            size, unit, noun, detail = span * chunk, "neighbour block size", "block", f" ({span} chunks of {chunk})"
+            note = " (a block that does not fit falls back to its child)"
+        else:
+            size, unit, noun, note = chunk, "chunk size", "chunk", ""
+        if k * size <= budget:
+            return None
+        fit = budget // size
+        fits = f"at most {fit} {noun}{'s' if fit > 1 else ''} will fit" if fit else f"not one {noun} of that size fits"
+        return f"context_k={k} x {unit} {size} tokens{detail} = {k * size} > token_budget {budget}: {fits}{note}"
+
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (flat names or whole groups) applied and validated again.
 

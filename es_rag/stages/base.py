@@ -17,9 +17,13 @@ class StageOutput:
         dropped: ``(chunk_id, reason)`` of every hit it left out.
         info: What the trace records about it (scores, cut positions, rules; JSON values only).
         path: One line on the path it took (``trace.paths[stage]``); empty when there is nothing to say.
+        added: chunk ids of hits it took in besides its input (the expand stage's refills from the remainder, the
+            pack stage's children of an over-budget block); the trace counts them as input, so every hit in is
+            passed on or dropped.
     """
 
     hits: list[Hit]
     dropped: list[tuple[str, str]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    added: list[str] = field(default_factory=list)

@@ -5,13 +5,18 @@ the most relevant evidence goes to the head and the tail of the context, the wea
 ("lost in the middle"). Each block is delimited by a fence derived from a hash of all block texts,
 so retrieved text cannot forge a delimiter, and citation ids in an answer can be validated against
 the packed set with :func:`validate_citations`.
+
+An expanded block (a parent section, a neighbour block) that does not fit is not simply lost with the children it
+stands for: its :class:`Fallback` children -- the units retrieval and selection chose -- are packed in its place when
+they fit, and the trace says so per block (``parent P over budget (N tokens > M left): kept the child c1``). At most
+``limit`` (``context_k``) blocks are packed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,26 +99,65 @@ def _fence(texts: Sequence[str]) -> str:
     return f"EVIDENCE-{digest}"
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """What the pack stage packs instead of an expanded block that does not fit: the retrieved units it holds.
+
+    Attributes:
+        label: The block in words, for the trace (``parent P``, ``neighbour block of c2``).
+        children: The selected (or refilled) children inside it, best first.
+    """
+
+    label: str
+    children: tuple[Hit, ...]
+
+
 def pack_context(
-    hits: Sequence[Hit], tokenizer: Tokenizer, *, budget: int, template: str = "context.j2"
+    hits: Sequence[Hit],
+    tokenizer: Tokenizer,
+    *,
+    budget: int,
+    template: str = "context.j2",
+    fallbacks: Mapping[str, Fallback] | None = None,
+    limit: int | None = None,
 ) -> PackedContext:
     """Pack ``hits`` (best first) into at most ``budget`` tokens with citation ids S1, S2, ...
 
     A hit that does not fit is skipped (recorded in ``omitted``) and smaller later hits may still
-    fit. The rendered text, delimiters included, is re-counted so the budget holds for the final
-    string.
+    fit. An expanded block that does not fit falls back to its children (``fallbacks``), each packed in its
+    place when it fits. The rendered text, delimiters included, is re-counted so the budget holds for the
+    final string.
 
     Args:
         hits: Selected evidence, best first.
         tokenizer: Counts model tokens.
         budget: Token budget of the whole rendered context.
         template: Jinja2 template file under ``es_rag/templates``.
+        fallbacks: Expanded block id -> the children packed instead when it does not fit.
+        limit: Most blocks packed (``context_k``); None = no limit.
     """
+    return _pack(hits, tokenizer, budget=budget, template=template, fallbacks=fallbacks, limit=limit)[0]
+
+
+def _pack(
+    hits: Sequence[Hit],
+    tokenizer: Tokenizer,
+    *,
+    budget: int,
+    template: str = "context.j2",
+    fallbacks: Mapping[str, Fallback] | None = None,
+    limit: int | None = None,
+) -> tuple[PackedContext, list[Hit], dict[str, list[str]], list[str]]:
+    """:func:`pack_context`, plus the packed hits in rank order, the children each over-budget block fell back
+    to, and the children tried."""
     if budget < 1:
         raise ConfigError(f"budget: must be >= 1, got {budget}")
     tmpl = _ENV.get_template(template)
     chosen: list[Hit] = []
     omitted: list[dict[str, str]] = []
+    fell_back: dict[str, list[str]] = {}
+    tried: list[str] = []
+    used = 0  # tokens of the context rendered from ``chosen``
 
     def render(selection: Sequence[Hit]) -> str:
         order = lost_in_the_middle_order(len(selection))
@@ -133,15 +177,57 @@ def pack_context(
             )
         return tmpl.render(blocks=blocks, fence=_fence([h.text for h in selection]))
 
+    def place(hit: Hit) -> int | None:
+        """Pack ``hit`` when it fits and return None; else the tokens it would take."""
+        nonlocal chosen, used
+        trial = [*chosen, hit]
+        tokens = tokenizer.count(render(trial))
+        if tokens <= budget:
+            chosen, used = trial, tokens
+            return None
+        return tokens - used
+
+    def full() -> bool:
+        return limit is not None and len(chosen) >= limit
+
     for hit in hits:
+        if full():
+            omitted.append({"id": hit.chunk_id, "reason": f"context_k={limit} blocks already packed"})
+            continue
         if any(c.chunk_id == hit.chunk_id for c in chosen):
             omitted.append({"id": hit.chunk_id, "reason": "duplicate chunk_id: packed once"})
             continue
-        trial = [*chosen, hit]
-        if tokenizer.count(render(trial)) <= budget:
-            chosen = trial
-        else:
+        left = budget - used
+        need = place(hit)
+        if need is None:
+            continue
+        fallback = (fallbacks or {}).get(hit.chunk_id)
+        if fallback is None:
             omitted.append({"id": hit.chunk_id, "reason": f"token budget {budget} exceeded"})
+            continue
+        kept: list[str] = []
+        child_notes: list[dict[str, str]] = []
+        for child in fallback.children:
+            tried.append(child.chunk_id)
+            if full():
+                reason = f"context_k={limit} blocks already packed"
+            elif any(c.chunk_id == child.chunk_id for c in chosen):
+                reason = "duplicate chunk_id: packed once"
+            elif place(child) is None:
+                kept.append(child.chunk_id)
+                continue
+            else:
+                reason = f"token budget {budget} exceeded"
+            child_notes.append({"id": child.chunk_id, "reason": f"{reason} (in place of {fallback.label})"})
+        if kept:
+            outcome = f"kept the child{'ren' if len(kept) > 1 else ''} {', '.join(kept)}"
+            fell_back[hit.chunk_id] = kept
+        else:
+            outcome = "no child fits either"
+        omitted.append(
+            {"id": hit.chunk_id, "reason": f"{fallback.label} over budget ({need} tokens > {left} left): {outcome}"}
+        )
+        omitted.extend(child_notes)
     text = render(chosen) if chosen else ""
     citations = [
         Citation(
@@ -156,30 +242,48 @@ def pack_context(
         )
         for i, h in enumerate(chosen)
     ]
-    # Every citation must point at an input hit, once (the set handed in is the only valid one).
-    input_ids = [h.chunk_id for h in hits]
+    # Every citation must point at an input hit (or a child an input block fell back to), once: the set handed in
+    # is the only valid one.
+    input_ids = [h.chunk_id for h in hits] + tried
     cited = [c.chunk_id for c in citations]
     if len(set(cited)) != len(cited) or not set(cited) <= set(input_ids):
         raise ConfigError(f"pack_context: citations {cited} do not map one-to-one onto the input hits")
-    return PackedContext(text=text, tokens=tokenizer.count(text), citations=citations, omitted=omitted)
+    ctx = PackedContext(text=text, tokens=tokenizer.count(text), citations=citations, omitted=omitted)
+    return ctx, chosen, fell_back, tried
 
 
-def run(hits: Sequence[Hit], tokenizer: Tokenizer, *, budget: int) -> tuple[PackedContext, StageOutput]:
-    """The pack stage: the packed context, and what the trace records of it (what did not fit, the tokens).
+def run(
+    hits: Sequence[Hit],
+    tokenizer: Tokenizer,
+    *,
+    budget: int,
+    fallbacks: Mapping[str, Fallback] | None = None,
+    limit: int | None = None,
+    warning: str | None = None,
+) -> tuple[PackedContext, StageOutput]:
+    """The pack stage: the packed context, and what the trace records of it (what did not fit, the tokens, the
+    children packed in place of an over-budget block).
 
     Args:
         hits: Expanded evidence, best first.
         tokenizer: Counts the budget (the target LLM's tokenizer, else the embedding model's).
         budget: Token budget of the whole rendered context.
+        fallbacks: Expanded block id -> the children packed instead when it does not fit.
+        limit: Most blocks packed (``context_k``); None = no limit.
+        warning: The settings' budget warning (:meth:`es_rag.settings.Settings.budget_warning`), recorded as is.
     """
-    ctx = pack_context(hits, tokenizer, budget=budget)
-    info = {"tokens": ctx.tokens, "budget": budget, "tokenizer": tokenizer.name}
-    packed = {c.chunk_id for c in ctx.citations}
+    ctx, chosen, fell_back, tried = _pack(hits, tokenizer, budget=budget, fallbacks=fallbacks, limit=limit)
+    info: dict[str, Any] = {"tokens": ctx.tokens, "budget": budget, "tokenizer": tokenizer.name}
+    if fell_back:
+        info["fell_back_to_children"] = fell_back
+    if warning:
+        info["budget_warning"] = warning
     return ctx, StageOutput(
-        hits=[h for h in hits if h.chunk_id in packed],
+        hits=chosen,
         dropped=[(o["id"], o["reason"]) for o in ctx.omitted],
         info=info,
         path=f"lost-in-the-middle order, {tokenizer.name} tokens, budget {budget}",
+        added=tried,
     )
 
 

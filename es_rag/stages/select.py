@@ -124,6 +124,45 @@ def _mmr_core(
     return selected
 
 
+def cap_reason(
+    hit: Hit, chosen: Sequence[Hit], *, max_per_source: int | None, max_per_parent: int | None
+) -> str | None:
+    """Why ``hit`` may not join ``chosen`` under the per-source and per-parent caps; None when it may.
+
+    The one definition of the caps: selection applies it in its greedy loop, and the expand stage applies it
+    again when it refills slots from the remainder.
+
+    Args:
+        hit: The candidate.
+        chosen: The hits already chosen.
+        max_per_source: Most hits per ``source_id``; None = no cap.
+        max_per_parent: Most hits per ``parent_id``; None = no cap.
+    """
+    if max_per_source is not None and sum(c.source_id == hit.source_id for c in chosen) >= max_per_source:
+        return f"per-source cap ({max_per_source}) for {hit.source_id}"
+    if (
+        max_per_parent is not None
+        and hit.parent_id is not None
+        and sum(c.parent_id == hit.parent_id for c in chosen) >= max_per_parent
+    ):
+        return f"per-parent cap ({max_per_parent}) for {hit.parent_id}"
+    return None
+
+
+def remainder(candidates: Sequence[Hit], selected: Sequence[Hit]) -> list[Hit]:
+    """The candidates selection did not choose, in rank order: what the expand stage refills empty slots from.
+
+    It holds the hits dropped as ``not selected`` and those dropped by a cap; a cap only tightens as hits are added,
+    so :func:`cap_reason` keeps the capped ones out again.
+
+    Args:
+        candidates: The select stage's input, best first.
+        selected: Its output.
+    """
+    chosen = {h.chunk_id for h in selected}
+    return [h for h in candidates if h.chunk_id not in chosen]
+
+
 @dataclass
 class Selection:
     """Chosen hit indices (selection order) and dropped ``(chunk_id, reason)`` pairs."""
@@ -166,16 +205,9 @@ def select_context(
     capped: set[int] = set()
 
     def blocked(i: int, selected: list[int]) -> str | None:
-        h = hits[i]
-        if max_per_source is not None and sum(hits[j].source_id == h.source_id for j in selected) >= max_per_source:
-            return f"per-source cap ({max_per_source}) for {h.source_id}"
-        if (
-            max_per_parent is not None
-            and h.parent_id is not None
-            and sum(hits[j].parent_id == h.parent_id for j in selected) >= max_per_parent
-        ):
-            return f"per-parent cap ({max_per_parent}) for {h.parent_id}"
-        return None
+        return cap_reason(
+            hits[i], [hits[j] for j in selected], max_per_source=max_per_source, max_per_parent=max_per_parent
+        )
 
     def on_block(i: int, reason: str) -> None:
         capped.add(i)

@@ -1,14 +1,17 @@
-"""Context packing: budget, lost-in-the-middle order, unforgeable delimiters, citation validation."""
+"""Context packing: budget, lost-in-the-middle order, unforgeable delimiters, citation validation, and the fallback of
+an over-budget expanded block to its children."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from es_rag.errors import ConfigError
 from es_rag.records import Hit
 from es_rag.stages.pack import lost_in_the_middle_order, pack_context, validate_citations
+from tests.support.corpus import WordTokenizer
 
 
 def hit(i: int, text: str | None = None) -> Hit:
@@ -134,3 +137,104 @@ def test_the_pack_stage_records_what_it_kept_and_why(minilm_tokenizer) -> None: 
     # the fence hashes every packed block's text, joined by NUL, in rank order
     digest = hashlib.sha256(f"{hits[0].text}\x00{hits[1].text}".encode()).hexdigest()[:12]
     assert f"<<EVIDENCE-{digest} id=S1 " in ctx.text
+
+
+# -- an expanded block over budget falls back to its children (whitespace tokens, counted by hand) ------------------
+# The rendered context is the 15-word preamble ("Retrieved evidence follows. ... e.g. [S1].") plus, per block, a
+# 6-word opening line (fence, id, source, version, section="Doc", offsets) and a 2-word closing line, plus its text.
+
+
+def unit(cid: str, words: int, **changes: object) -> Hit:
+    text = " ".join(f"{cid}w{i}" for i in range(words))
+    return Hit(chunk_id=cid, source_id="doc", text=text, tenant_id="t", heading_path=("Doc",)).replace(**changes)
+
+
+H0 = unit("h0", 3)
+C1, C3 = unit("c1", 2), unit("c3", 2)
+PARENT = unit("P", 20, expanded_from=("c1", "c3"))
+
+
+def _fallbacks() -> dict[str, Any]:
+    from es_rag.stages.pack import Fallback
+
+    return {"P": Fallback(label="parent P", children=(C1, C3))}
+
+
+def test_a_parent_over_budget_falls_back_to_the_child_that_fits() -> None:
+    """h0 takes 15 + 8 + 3 = 26 of 40 tokens. P would make it 15 + 2*8 + 3 + 20 = 54: 28 more than the 14 left. Its
+    children go in its place: c1 makes 15 + 2*8 + 3 + 2 = 36 and fits; c3 would make 46 and does not."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=40, fallbacks=_fallbacks())
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "c1"]
+    assert ctx.tokens == 36
+    assert ctx.omitted == [
+        {"id": "P", "reason": "parent P over budget (28 tokens > 14 left): kept the child c1"},
+        {"id": "c3", "reason": "token budget 40 exceeded (in place of parent P)"},
+    ]
+
+
+def test_both_children_fit_where_their_parent_does_not() -> None:
+    """Budget 50: P still needs 54; c1 then c3 make 36 and 15 + 3*8 + 3 + 2 + 2 = 46."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=50, fallbacks=_fallbacks())
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "c1", "c3"] and ctx.tokens == 46
+    assert ctx.omitted == [
+        {"id": "P", "reason": "parent P over budget (28 tokens > 24 left): kept the children c1, c3"}
+    ]
+
+
+def test_a_parent_whose_children_do_not_fit_either_is_dropped_with_them() -> None:
+    """Budget 27: h0 leaves 1 token; each child alone would make 36."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=27, fallbacks=_fallbacks())
+    assert [c.chunk_id for c in ctx.citations] == ["h0"] and ctx.tokens == 26
+    assert ctx.omitted == [
+        {"id": "P", "reason": "parent P over budget (28 tokens > 1 left): no child fits either"},
+        {"id": "c1", "reason": "token budget 27 exceeded (in place of parent P)"},
+        {"id": "c3", "reason": "token budget 27 exceeded (in place of parent P)"},
+    ]
+    # Without a fallback the old rule holds: the block is dropped and nothing replaces it.
+    plain = pack_context([H0, PARENT], WordTokenizer(), budget=40)
+    assert plain.omitted == [{"id": "P", "reason": "token budget 40 exceeded"}]
+
+
+def test_no_more_than_context_k_blocks_are_packed() -> None:
+    """limit=2 (context_k). Budget 70: P fits (54), and h5 would too (15 + 3*8 + 3 + 20 + 1 = 63) but is a third
+    block. Budget 50: c1 takes P's place (36), and the limit stops c3 (46 would fit) and h5."""
+    h5 = unit("h5", 1)
+    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=70, fallbacks=_fallbacks(), limit=2)
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "P"] and ctx.tokens == 54
+    unlimited = pack_context([H0, PARENT, h5], WordTokenizer(), budget=70)
+    assert [c.chunk_id for c in unlimited.citations] == ["h0", "P", "h5"]
+    assert ctx.omitted == [{"id": "h5", "reason": "context_k=2 blocks already packed"}]
+    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=50, fallbacks=_fallbacks(), limit=2)
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "c1"]
+    assert ctx.omitted == [
+        {"id": "P", "reason": "parent P over budget (28 tokens > 24 left): kept the child c1"},
+        {"id": "c3", "reason": "context_k=2 blocks already packed (in place of parent P)"},
+        {"id": "h5", "reason": "context_k=2 blocks already packed"},
+    ]
+
+
+def test_the_pack_stage_counts_the_children_it_took_in() -> None:
+    """The trace: the block is dropped with the reason, the children tried count as input (2 blocks + 2 children in
+    = 2 packed + 2 dropped), and info names the children each block fell back to."""
+    from es_rag.stages.pack import run
+
+    _ctx, out = run([H0, PARENT], WordTokenizer(), budget=40, fallbacks=_fallbacks())
+    assert out.hits == [H0, C1]
+    assert out.added == ["c1", "c3"]
+    assert out.dropped == [
+        ("P", "parent P over budget (28 tokens > 14 left): kept the child c1"),
+        ("c3", "token budget 40 exceeded (in place of parent P)"),
+    ]
+    assert out.info == {"tokens": 36, "budget": 40, "tokenizer": "words", "fell_back_to_children": {"P": ["c1"]}}
+    assert 2 + len(out.added) == len(out.hits) + len(out.dropped)
+
+
+def test_a_neighbour_block_falls_back_to_its_anchor_under_the_same_id() -> None:
+    """A neighbour block keeps its anchor's chunk id: the 20-word block c1 (15 + 8 + 20 = 43 > 30) is dropped and the
+    2-word child c1 (25 tokens) is packed and cited."""
+    from es_rag.stages.pack import Fallback, run
+
+    block = unit("c1", 20, expanded_from=("c0", "c1", "c2"))
+    ctx, out = run([block], WordTokenizer(), budget=30, fallbacks={"c1": Fallback("neighbour block of c1", (C1,))})
+    assert out.hits == [C1] and ctx.tokens == 25 and ctx.citations[0].expanded_from == ()
+    assert out.dropped == [("c1", "neighbour block of c1 over budget (43 tokens > 30 left): kept the child c1")]

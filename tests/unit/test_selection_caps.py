@@ -116,3 +116,23 @@ def test_gate_on_fused_order_decides_nothing() -> None:
     d = apply_gate(hs, None, threshold=0.5, cliff=0.3, margin=0.3, scale="fused")
     assert d.hits == hs and d.dropped == [] and d.info["status"] == UNDECIDED
     assert "fused order" in d.info["basis"]
+
+
+def test_the_remainder_is_what_selection_did_not_choose_in_rank_order_and_the_caps_keep_the_capped_out() -> None:
+    """Where the expand stage refills merged slots from: every candidate not chosen, best first; a hit the
+    per-source cap dropped is in it, and the same cap refuses it again (a cap only tightens as hits are added)."""
+    from es_rag.stages.select import cap_reason, remainder
+
+    hits = [hit("a1", "A", None, "p"), hit("a2", "A", None, "p"), hit("a3", "A", None, "q"), hit("b1", "B", None)]
+    sel = select_context(hits, None, lambda_mult=1.0, k=2, max_per_source=1, relevance=[1.0, 0.9, 0.8, 0.7])
+    chosen = [hits[i] for i in sel.chosen]
+    assert [h.chunk_id for h in chosen] == ["a1", "b1"]
+    rest = remainder(hits, chosen)
+    assert [h.chunk_id for h in rest] == ["a2", "a3"]
+    assert [cap_reason(h, chosen, max_per_source=1, max_per_parent=None) for h in rest] == [
+        "per-source cap (1) for A",
+        "per-source cap (1) for A",
+    ]
+    assert cap_reason(hits[1], chosen, max_per_source=2, max_per_parent=1) == "per-parent cap (1) for p"
+    assert cap_reason(hits[2], chosen, max_per_source=2, max_per_parent=1) is None
+    assert cap_reason(hits[3], [], max_per_source=None, max_per_parent=None) is None

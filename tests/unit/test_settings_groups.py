@@ -80,3 +80,44 @@ def test_groups_are_frozen_and_rerank_model_none_disables() -> None:
     assert s.rerank.model is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.rerank.k = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # seed 003's check, the issue's example: 8 x 512 = 4096 > 3000, and 3000 // 512 = 5
+        (
+            {"context_k": 8, "chunk_max_tokens": 512, "token_budget": 3000},
+            "context_k=8 x chunk size 512 tokens = 4096 > token_budget 3000: at most 5 chunks will fit",
+        ),
+        # defaults: 5 x 200 = 1000 <= 1500; exactly at the budget still fits
+        ({}, None),
+        ({"context_k": 5, "chunk_max_tokens": 300, "token_budget": 1500}, None),
+        (
+            {"context_k": 5, "chunk_max_tokens": 301, "token_budget": 1500},
+            "context_k=5 x chunk size 301 tokens = 1505 > token_budget 1500: at most 4 chunks will fit",
+        ),
+        (
+            {"context_k": 5, "token_budget": 100},
+            "context_k=5 x chunk size 200 tokens = 1000 > token_budget 100: not one chunk of that size fits",
+        ),
+        # parent mode: the unit is a parent of up to expand_max_parent_tokens (800): 5 x 800 = 4000, 1500 // 800 = 1
+        (
+            {"expand_mode": "parent"},
+            "context_k=5 x parent size 800 tokens = 4000 > token_budget 1500: at most 1 parent will fit "
+            "(a parent that does not fit falls back to its child)",
+        ),
+        ({"expand_mode": "parent", "expand_max_parent_tokens": 300}, None),
+        # neighbours: (2 x 1 + 1) x 200 = 600 per block, 5 x 600 = 3000, 1500 // 600 = 2
+        (
+            {"expand_mode": "neighbors"},
+            "context_k=5 x neighbour block size 600 tokens (3 chunks of 200) = 3000 > token_budget 1500: "
+            "at most 2 blocks will fit (a block that does not fit falls back to its child)",
+        ),
+        ({"expand_mode": "neighbors", "expand_neighbors": 0}, None),  # no neighbours: the unit is the chunk
+    ],
+)
+def test_the_budget_warning_names_context_k_the_unit_size_and_the_budget(
+    values: dict[str, object], expected: str | None
+) -> None:
+    assert Settings(**{"chunk_overlap": 0, **values}).budget_warning() == expected
