@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -263,3 +264,16 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         """JSON form used by ``search --json``."""
         return {"stages": [s.to_dict() for s in self.stages], "paths": dict(self.paths)}
+
+
+_DIGEST_RE = re.compile(r"(?:sha(?:1|256|512)|md5|blake2b?):[0-9a-f]{8,}|[0-9a-f]{32,}", re.IGNORECASE)
+
+
+def is_content_digest(version: str) -> bool:
+    """Whether a source version is a content digest (``sha256:…``, the version ``ingest`` gives a file without
+    one, or a bare hex hash of 32+ digits): an internal identifier, meaningless to a model or a reader.
+
+    Args:
+        version: A ``source_version``.
+    """
+    return _DIGEST_RE.fullmatch(version.strip()) is not None

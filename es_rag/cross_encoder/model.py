@@ -29,7 +29,7 @@ import numpy as np
 
 from es_rag.encoders.hub import hub_reachable
 from es_rag.errors import ConfigError, ModelLoadError
-from es_rag.records import Hit
+from es_rag.records import Hit, is_content_digest
 from es_rag.settings import Settings
 
 RANKING_TEXT_VERSION = "rt-2"
@@ -38,19 +38,6 @@ CALIBRATION_FILE = "es_rag_calibration.json"
 for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings override its values."""
 
 _JSONISH_RE = re.compile(r"^\s*[\[{]")
-
-
-_DIGEST_RE = re.compile(r"(?:sha(?:1|256|512)|md5|blake2b?):[0-9a-f]{8,}|[0-9a-f]{32,}", re.IGNORECASE)
-
-
-def is_content_digest(version: str) -> bool:
-    """Whether a source version is a content digest (``sha256:…``, the version ``ingest`` gives a file without
-    one, or a bare hex hash of 32+ digits): an internal identifier, meaningless to a model or a reader.
-
-    Args:
-        version: A ``source_version``.
-    """
-    return _DIGEST_RE.fullmatch(version.strip()) is not None
 
 
 def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, str]:

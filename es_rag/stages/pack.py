@@ -25,10 +25,10 @@ import jinja2
 
 from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError
-from es_rag.records import Hit
+from es_rag.records import Hit, is_content_digest
 from es_rag.stages.base import StageOutput
 
-PROMPT_VERSION = "ctx-1"
+PROMPT_VERSION = "ctx-2"
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,8 @@ def _pack(
                 {
                     "citation_id": f"S{pos + 1}",
                     "source_id": h.source_id,
-                    "source_version": h.source_version,
+                    # a content digest (sha256:...) is an internal id, never shown to the model
+                    "source_version": None if is_content_digest(h.source_version or "") else h.source_version,
                     "section": " > ".join(h.heading_path).replace('"', "'"),
                     "start_offset": h.start_offset,
                     "end_offset": h.end_offset,

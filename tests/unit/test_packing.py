@@ -238,3 +238,20 @@ def test_a_neighbour_block_falls_back_to_its_anchor_under_the_same_id() -> None:
     ctx, out = run([block], WordTokenizer(), budget=30, fallbacks={"c1": Fallback("neighbour block of c1", (C1,))})
     assert out.hits == [C1] and ctx.tokens == 25 and ctx.citations[0].expanded_from == ()
     assert out.dropped == [("c1", "neighbour block of c1 over budget (43 tokens > 30 left): kept the child c1")]
+
+
+def test_a_content_digest_version_is_never_shown_to_the_model() -> None:
+    """``ingest`` gives a file without a version ``sha256:<16 hex>``: the block says ``version=-``; the citation
+    (for the app) keeps the real value."""
+    h = Hit(
+        chunk_id="c1",
+        source_id="guide.md",
+        text="Reset it.",
+        tenant_id="t",
+        source_version="sha256:3f2a9c0d1e4b5a6f",
+        start_offset=0,
+        end_offset=9,
+    )
+    ctx = pack_context([h], WordTokenizer(), budget=200)
+    assert " source=guide.md version=- section=" in ctx.text and "sha256" not in ctx.text
+    assert ctx.citations[0].source_version == "sha256:3f2a9c0d1e4b5a6f"
