@@ -1,0 +1,310 @@
+"""The gate stage (``es_rag.stages.gate``) with every verdict written out: kept and dropped ids, each reason, the
+``status`` / ``basis`` / trace path and the info the trace records. Scores are binary fractions (0.5, 0.25, ...)
+so that the boundary cases (a drop or a margin exactly at the setting) are exact."""
+
+from __future__ import annotations
+
+from es_rag.cross_encoder.model import Calibration
+from es_rag.records import Hit
+from es_rag.settings import GateSettings
+from es_rag.stages.base import StageOutput
+from es_rag.stages.gate import EVIDENCE, NO_SUFFICIENT_EVIDENCE, UNDECIDED, apply_gate, run, score_cliff, status_of
+
+NO_THRESHOLD = "; no calibrated threshold for this model"
+
+
+def _hits(n: int) -> list[Hit]:
+    return [Hit(chunk_id=f"h{i}", source_id=f"s{i}", text=f"text {i}", tenant_id="t") for i in range(n)]
+
+
+def _ids(out: StageOutput) -> list[str]:
+    return [h.chunk_id for h in out.hits]
+
+
+def test_status_names() -> None:
+    assert (EVIDENCE, NO_SUFFICIENT_EVIDENCE, UNDECIDED) == ("evidence", "no_sufficient_evidence", "undecided")
+
+
+def test_status_of() -> None:
+    assert status_of(StageOutput(hits=[])) == ("undecided", "")
+    assert status_of(StageOutput(hits=[], info={"status": "evidence", "basis": "b"})) == ("evidence", "b")
+    assert status_of(StageOutput(hits=[], info={"status": 1, "basis": 2})) == ("1", "2")
+
+
+def test_score_cliff() -> None:
+    assert score_cliff([], 0.5) is None
+    assert score_cliff([0.75], 0.5) is None
+    assert score_cliff([1.0, 0.5], 0.5) == 0  # a drop exactly at min_drop is a cliff
+    assert score_cliff([1.0, 0.5625], 0.5) is None
+    assert score_cliff([1.0, 0.75, 0.5, 0.0], 0.5) == 2
+    assert score_cliff([1.0, 0.0, -1.0], 1.0) == 0  # the first cliff
+    assert score_cliff([1.0, 0.75, 0.25], 0.5) == 1  # the last pair
+    assert score_cliff([0.0, 1.0], 0.5) is None  # a rise is no cliff
+
+
+def test_fused_order_is_passed_through() -> None:
+    hs = _hits(3)
+    out = apply_gate(hs, None, threshold=0.5, cliff=0.25, margin=0.25, scale="fused")
+    basis = "not applied: fused order carries no relevance scores (no no-answer verdict)"
+    assert out.hits == hs and out.hits is not hs
+    assert out.dropped == []
+    assert out.info == {"status": "undecided", "basis": basis}
+    assert out.path == "undecided: " + basis
+
+
+def test_threshold_keeps_scores_at_the_threshold() -> None:
+    out = apply_gate(_hits(3), [0.875, 0.5, 0.25], threshold=0.5, cliff=None, margin=None, scale="calibrated")
+    assert _ids(out) == ["h0", "h1"]
+    assert out.dropped == [("h2", "calibrated score 0.2500 < threshold 0.5")]
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [0.875, 0.5, 0.25],
+        "top1_top2_margin": 0.375,
+        "status": "evidence",
+        "basis": "calibrated threshold 0.5 on calibrated scores",
+    }
+    assert out.path == "evidence: calibrated threshold 0.5 on calibrated scores"
+
+
+def test_threshold_nothing_passes() -> None:
+    out = apply_gate(_hits(3), [0.375, 0.25, 0.125], threshold=0.5, cliff=0.25, margin=0.25, scale="calibrated")
+    assert out.hits == []
+    assert out.dropped == [
+        ("h0", "calibrated score 0.3750 < threshold 0.5"),
+        ("h1", "calibrated score 0.2500 < threshold 0.5"),
+        ("h2", "calibrated score 0.1250 < threshold 0.5"),
+    ]
+    basis = "calibrated threshold 0.5 + margin 0.25 on calibrated scores"
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [0.375, 0.25, 0.125],
+        "status": NO_SUFFICIENT_EVIDENCE,
+        "basis": basis,
+    }
+    assert out.path == "no_sufficient_evidence: " + basis
+
+
+def test_threshold_on_no_hits() -> None:
+    out = apply_gate([], [], threshold=0.5, cliff=None, margin=None, scale="calibrated")
+    assert out.hits == [] and out.dropped == []
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [],
+        "status": "no_sufficient_evidence",
+        "basis": "calibrated threshold 0.5 on calibrated scores",
+    }
+
+
+def test_threshold_one_hit_passes() -> None:
+    out = apply_gate(_hits(1), [0.5], threshold=0.5, cliff=None, margin=None, scale="calibrated")
+    assert _ids(out) == ["h0"] and out.dropped == []
+    assert out.info["status"] == "evidence"
+
+
+def test_cliff_cuts_after_the_first_drop() -> None:
+    hs = _hits(5)
+    out = apply_gate(hs, [1.0, 0.875, 0.75, 0.25, 0.125], threshold=None, cliff=0.5, margin=None, scale="raw")
+    assert _ids(out) == ["h0", "h1", "h2"]
+    assert out.dropped == [
+        ("h3", "after a score cliff (0.7500 -> 0.2500)"),
+        ("h4", "after a score cliff (0.7500 -> 0.2500)"),
+    ]
+    basis = "cliff 0.5 on raw scores" + NO_THRESHOLD
+    assert out.info == {
+        "scale": "raw",
+        "scores": [1.0, 0.875, 0.75, 0.25, 0.125],
+        "cliff_after": 3,
+        "top1_top2_margin": 0.125,
+        "status": "undecided",
+        "basis": basis,
+    }
+    assert out.path == "undecided: " + basis
+
+
+def test_cliff_at_the_top_leaves_one() -> None:
+    out = apply_gate(_hits(3), [1.0, 0.5, 0.375], threshold=None, cliff=0.5, margin=None, scale="raw")
+    assert _ids(out) == ["h0"]
+    assert out.dropped == [
+        ("h1", "after a score cliff (1.0000 -> 0.5000)"),
+        ("h2", "after a score cliff (1.0000 -> 0.5000)"),
+    ]
+    assert out.info["cliff_after"] == 1 and "top1_top2_margin" not in out.info
+
+
+def test_cliff_between_two_hits() -> None:
+    out = apply_gate(_hits(2), [1.0, 0.25], threshold=None, cliff=0.5, margin=None, scale="raw")
+    assert _ids(out) == ["h0"]
+    assert out.dropped == [("h1", "after a score cliff (1.0000 -> 0.2500)")]
+    assert out.info["cliff_after"] == 1
+    assert out.info["basis"] == "cliff 0.5 on raw scores" + NO_THRESHOLD
+
+
+def test_no_cliff_found() -> None:
+    out = apply_gate(_hits(3), [1.0, 0.75, 0.5], threshold=None, cliff=0.5, margin=None, scale="raw")
+    assert _ids(out) == ["h0", "h1", "h2"] and out.dropped == []
+    assert "cliff_after" not in out.info
+    assert out.info["basis"] == "cliff 0.5 on raw scores" + NO_THRESHOLD
+
+
+def test_cliff_after_threshold_uses_the_passing_hits() -> None:
+    # unsorted scores: the cliff is looked for among the hits that passed the threshold, by their own scores
+    hs = _hits(4)
+    out = apply_gate(hs, [0.875, 0.125, 0.75, 0.25], threshold=0.25, cliff=0.5, margin=None, scale="calibrated")
+    assert _ids(out) == ["h0", "h2"]
+    assert out.dropped == [
+        ("h1", "calibrated score 0.1250 < threshold 0.25"),
+        ("h3", "after a score cliff (0.7500 -> 0.2500)"),
+    ]
+    assert out.info["cliff_after"] == 2
+    assert out.info["top1_top2_margin"] == 0.125
+    assert out.info["basis"] == "calibrated threshold 0.25 + cliff 0.5 on calibrated scores"
+    assert out.info["status"] == "evidence"
+
+
+def test_cliff_needs_two_hits() -> None:
+    out = apply_gate(_hits(1), [0.5], threshold=None, cliff=0.25, margin=None, scale="raw")
+    assert _ids(out) == ["h0"] and out.dropped == []
+    assert out.info == {
+        "scale": "raw",
+        "scores": [0.5],
+        "status": "undecided",
+        "basis": "nothing on raw scores" + NO_THRESHOLD,
+    }
+    out = apply_gate(_hits(2), [1.0, 0.25], threshold=0.5, cliff=0.25, margin=None, scale="raw")
+    assert out.info["basis"] == "calibrated threshold 0.5 on raw scores"
+
+
+def test_margin_at_the_setting_keeps_top1_alone() -> None:
+    out = apply_gate(_hits(3), [1.0, 0.5, 0.25], threshold=None, cliff=None, margin=0.5, scale="calibrated")
+    assert _ids(out) == ["h0"]
+    assert out.dropped == [
+        ("h1", "top-1 margin 0.5000 >= 0.5: single clear answer"),
+        ("h2", "top-1 margin 0.5000 >= 0.5: single clear answer"),
+    ]
+    basis = "margin 0.5 on calibrated scores" + NO_THRESHOLD
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [1.0, 0.5, 0.25],
+        "top1_top2_margin": 0.5,
+        "status": "undecided",
+        "basis": basis,
+    }
+
+
+def test_margin_below_the_setting_keeps_all() -> None:
+    out = apply_gate(_hits(3), [1.0, 0.5625, 0.25], threshold=None, cliff=None, margin=0.5, scale="raw")
+    assert _ids(out) == ["h0", "h1", "h2"] and out.dropped == []
+    assert out.info["top1_top2_margin"] == 0.4375
+    assert out.info["basis"] == "margin 0.5 on raw scores" + NO_THRESHOLD
+
+
+def test_margin_is_recorded_without_the_setting() -> None:
+    out = apply_gate(_hits(2), [0.3333333, 0.1], threshold=None, cliff=None, margin=None, scale="raw")
+    assert out.info["top1_top2_margin"] == 0.233333
+    assert out.info["basis"] == "nothing on raw scores" + NO_THRESHOLD
+
+
+def test_margin_with_one_hit_is_named_not_applied() -> None:
+    out = apply_gate(_hits(1), [0.25], threshold=None, cliff=None, margin=0.5, scale="raw")
+    assert _ids(out) == ["h0"] and out.dropped == []
+    assert out.info == {
+        "scale": "raw",
+        "scores": [0.25],
+        "status": "undecided",
+        "basis": "margin 0.5 on raw scores" + NO_THRESHOLD,
+    }
+
+
+def test_all_three_rules() -> None:
+    hs = _hits(5)
+    scores = [1.0, 0.75, 0.625, 0.125, 0.0625]
+    out = apply_gate(hs, scores, threshold=0.1, cliff=0.5, margin=0.25, scale="calibrated")
+    assert _ids(out) == ["h0"]
+    assert out.dropped == [
+        ("h4", "calibrated score 0.0625 < threshold 0.1"),
+        ("h3", "after a score cliff (0.6250 -> 0.1250)"),
+        ("h1", "top-1 margin 0.2500 >= 0.25: single clear answer"),
+        ("h2", "top-1 margin 0.2500 >= 0.25: single clear answer"),
+    ]
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": scores,
+        "cliff_after": 3,
+        "top1_top2_margin": 0.25,
+        "status": "evidence",
+        "basis": "calibrated threshold 0.1 + cliff 0.5 + margin 0.25 on calibrated scores",
+    }
+    assert out.path == "evidence: calibrated threshold 0.1 + cliff 0.5 + margin 0.25 on calibrated scores"
+
+
+def test_info_scores_are_rounded_and_capped_at_20() -> None:
+    out = apply_gate(_hits(21), [0.1234567] * 21, threshold=None, cliff=None, margin=None, scale="raw")
+    assert out.info["scores"] == [0.123457] * 20
+    assert len(out.hits) == 21
+
+
+# ------------------------------------------------------------------------------ the stage
+def _scored() -> list[Hit]:
+    return [
+        Hit(chunk_id="a", source_id="s", text="a", tenant_id="t", rerank_score=3.0, calibrated_score=0.25),
+        Hit(chunk_id="b", source_id="s", text="b", tenant_id="t", rerank_score=2.0, calibrated_score=0.875),
+        Hit(chunk_id="c", source_id="s", text="c", tenant_id="t", rerank_score=-1.0, calibrated_score=None),
+    ]
+
+
+def test_run_on_the_fused_order_decides_nothing() -> None:
+    hs = _scored()
+    out = run(hs, reranked=False, calibration=Calibration(threshold=0.5), settings=GateSettings(cliff=0.5, margin=0.25))
+    assert out.hits == hs and out.dropped == []
+    basis = "not applied: fused order carries no relevance scores (no no-answer verdict)"
+    assert out.info == {"status": "undecided", "basis": basis}
+
+
+def test_run_uses_calibrated_scores_and_the_models_threshold() -> None:
+    out = run(
+        _scored(), reranked=True, calibration=Calibration(threshold=0.5), settings=GateSettings(cliff=None, margin=None)
+    )
+    assert _ids(out) == ["b"]
+    assert out.dropped == [
+        ("a", "calibrated score 0.2500 < threshold 0.5"),
+        ("c", "calibrated score 0.0000 < threshold 0.5"),  # no calibrated score reads as 0
+    ]
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [0.25, 0.875, 0.0],
+        "status": "evidence",
+        "basis": "calibrated threshold 0.5 on calibrated scores",
+    }
+
+
+def test_run_takes_cliff_and_margin_from_settings() -> None:
+    out = run(_scored(), reranked=True, calibration=Calibration(), settings=GateSettings(cliff=0.5, margin=0.25))
+    # calibrated scores 0.25, 0.875, 0.0: no threshold; no drop of 0.5 between neighbours (0.25 -> 0.875 is a rise,
+    # 0.875 -> 0.0 is a drop of 0.875 after index 1)
+    assert _ids(out) == ["a", "b"]
+    assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
+    assert out.info["cliff_after"] == 2
+    assert out.info["top1_top2_margin"] == -0.625
+    assert out.info["basis"] == "cliff 0.5 + margin 0.25 on calibrated scores" + NO_THRESHOLD
+
+
+def test_run_uses_raw_scores_without_calibration() -> None:
+    out = run(
+        _scored(), reranked=True, calibration=Calibration(method="none"), settings=GateSettings(cliff=2.5, margin=None)
+    )
+    assert _ids(out) == ["a", "b"]
+    assert out.dropped == [("c", "after a score cliff (2.0000 -> -1.0000)")]
+    assert out.info == {
+        "scale": "raw",
+        "scores": [3.0, 2.0, -1.0],
+        "cliff_after": 2,
+        "top1_top2_margin": 1.0,
+        "status": "undecided",
+        "basis": "cliff 2.5 on raw scores" + NO_THRESHOLD,
+    }
+
+
+def test_run_raw_missing_score_reads_as_zero() -> None:
+    hs = [Hit(chunk_id="a", source_id="s", text="a", tenant_id="t", rerank_score=None, calibrated_score=0.75)]
+    out = run(hs, reranked=True, calibration=Calibration(method="none"), settings=GateSettings(cliff=None, margin=None))
+    assert out.info["scores"] == [0.0] and out.info["scale"] == "raw"
