@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import jinja2
 import pytest
 
 from es_rag.errors import ConfigError
 from es_rag.records import Hit
-from es_rag.stages.pack import lost_in_the_middle_order, pack_context, validate_citations
+from es_rag.stages.pack import Fallback, lost_in_the_middle_order, pack_context, validate_citations
 from tests.support.corpus import WordTokenizer
 
 
@@ -255,3 +256,28 @@ def test_a_content_digest_version_is_never_shown_to_the_model() -> None:
     ctx = pack_context([h], WordTokenizer(), budget=200)
     assert " source=guide.md version=- section=" in ctx.text and "sha256" not in ctx.text
     assert ctx.citations[0].source_version == "sha256:3f2a9c0d1e4b5a6f"
+
+
+def test_every_hit_after_the_context_k_limit_is_omitted_with_the_reason() -> None:
+    packed = pack_context([hit(1), hit(2), hit(3)], WordTokenizer(), budget=500, limit=1)
+    assert [c.chunk_id for c in packed.citations] == ["c1"]
+    assert packed.omitted == [
+        {"id": "c2", "reason": "context_k=1 blocks already packed"},
+        {"id": "c3", "reason": "context_k=1 blocks already packed"},
+    ]
+
+
+def test_a_fallback_child_already_packed_is_not_packed_twice() -> None:
+    """The parent (300 words) cannot fit a 200-word budget; its children c1 (packed already, before it) and c2
+    (a few words) can: c1 is noted as a duplicate, c2 takes the parent's place."""
+    parent = Hit(chunk_id="P", source_id="s1", text="word " * 300, tenant_id="t", source_version="v1")
+    fallbacks = {"P": Fallback(label="parent P", children=(hit(1), hit(2)))}
+    packed = pack_context([hit(1), parent], WordTokenizer(), budget=200, fallbacks=fallbacks)
+    assert [c.chunk_id for c in packed.citations] == ["c1", "c2"]
+    assert packed.omitted[1:] == [{"id": "c1", "reason": "duplicate chunk_id: packed once (in place of parent P)"}]
+    assert packed.omitted[0]["id"] == "P" and packed.omitted[0]["reason"].endswith("kept the child c2")
+
+
+def test_the_template_argument_is_the_file_rendered() -> None:
+    with pytest.raises(jinja2.TemplateNotFound, match=r"no-such-template\.j2"):
+        pack_context([hit(1)], WordTokenizer(), budget=500, template="no-such-template.j2")
