@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from es_rag.encoders.embedder import SentenceTransformerEmbedder
 from es_rag.encoders.tokenizer import tokenizer_lock
 
@@ -63,3 +65,47 @@ def test_reranker_scoring_waits_for_its_tokenizer_lock(tiny_cross_encoder: Path)
     reranker.warm_up()
     lock = tokenizer_lock(reranker.model.tokenizer)
     assert _blocked_while_held(lock, lambda: reranker.score("fox", [("", "the quick brown fox")])) == (False, True)
+
+
+def test_concurrent_reads_of_a_changed_embedded_store_build_its_index_once_and_see_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read of a store a write had changed rebuilt its index (12 BM25 builds for 4 readers here), and a later
+    reader's rebuild starts with ``self._bm25 = {}``: an earlier reader already scoring could find no BM25 index
+    and return no hits. BM25 indexing is slowed to open that window."""
+    import time
+
+    import bm25s
+
+    from es_rag.embedded.backend import EmbeddedBackend
+    from es_rag.filters import SearchFilter
+    from tests.support.contract import corpus
+
+    children, parents = corpus()
+    store = EmbeddedBackend(tmp_path / "idx", dims=4)
+    store.index(children, parents)
+    store.flush()
+    reopened = EmbeddedBackend(tmp_path / "idx")  # freshly loaded: its search structures are not built yet
+    real_index = bm25s.BM25.index
+    builds: list[int] = []
+
+    def slow_index(self: object, *args: object, **kwargs: object) -> object:
+        builds.append(1)
+        time.sleep(0.05)
+        return real_index(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25s.BM25, "index", slow_index)
+    flt = SearchFilter("acme")
+    results: list[list[str]] = []
+
+    def read() -> None:
+        results.append([h.chunk_id for h in reopened.bm25("password reset", flt, 10)])
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # acme's public chunks with "password" or "reset": a1 and a2 (a4 is legal-only, g1 is globex's)
+    assert [sorted(r) for r in results] == [["a1", "a2"]] * 4
+    assert len(builds) == 3  # title, heading_path, text: built once, not once per reader
