@@ -126,7 +126,8 @@ class RagClient:
     * On an embedded index folder a write takes the folder's ``write.lock`` (the one ``es-rag ingest`` takes, so
       writers in other processes wait for each other), reads the index from disk into a new store (keeping what
       other processes wrote), writes and saves it, then swaps it in. Searches running meanwhile use the store as it
-      was before the write and wait only for the swap; memory holds both stores during a write.
+      was before the write and wait only for the swap; memory holds both stores during a write. A write that raises
+      leaves the folder and the store searches use as they were.
     * On an in-memory embedded index (``open(None)``) a write excludes searches for its whole duration.
     * :meth:`close` waits for running calls; any call after it raises :class:`~es_rag.errors.EsRagError`.
 
@@ -184,8 +185,9 @@ class RagClient:
             raise ConfigError("AsyncElasticsearch is not supported: pass a synchronous elasticsearch.Elasticsearch")
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
-        resolved = _settings(settings, overrides)
-        return cls(ElasticsearchBackend(es, resolved), resolved, on_cluster=True, owns_backend=False, index_dir=None)
+        # the backend keeps analyzer=auto as given: rag.backend.setup() resolves it against the cluster's plugins
+        given = _settings(settings, overrides)
+        return cls(ElasticsearchBackend(es, given), given, on_cluster=True, owns_backend=False, index_dir=None)
 
     @classmethod
     def from_url(
@@ -223,10 +225,10 @@ class RagClient:
         """
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
-        resolved = _settings(settings, overrides)
+        given = _settings(settings, overrides)
         backend = ElasticsearchBackend.connect(
             url,
-            resolved,
+            given,
             api_key=api_key,
             username=username,
             password=password,
@@ -235,7 +237,7 @@ class RagClient:
             ssl_assert_fingerprint=ssl_assert_fingerprint,
             cloud_id=cloud_id,
         )
-        return cls(backend, resolved, on_cluster=True, owns_backend=True, index_dir=None)
+        return cls(backend, given, on_cluster=True, owns_backend=True, index_dir=None)
 
     @classmethod
     def open(cls, index_dir: str | Path | None, settings: Settings | None = None, **overrides: Any) -> RagClient:
@@ -653,8 +655,7 @@ class RagClient:
                 from es_rag.ingest.sync import sync_removed
 
                 sync_removed(backend, tenant, {d.source_id for d in docs}, scopes, report)
-            backend.flush()
-            return report
+            return report  # saved by _write (an embedded folder); Elasticsearch has nothing to flush
 
         return self._write(work)
 

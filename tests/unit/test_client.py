@@ -300,6 +300,25 @@ def test_a_write_keeps_what_another_process_wrote_to_the_folder_meanwhile(settin
     assert [s.source_id for s in RagClient.open(idx, settings).sources("acme")] == ["cli.md", "late.md", "policy.md"]
 
 
+def test_a_write_that_fails_leaves_the_folder_and_the_searches_as_they_were(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idx = tmp_path / "idx"
+    rag = RagClient.open(idx, settings)
+    rag.ingest_texts({"guide.md": DOCS["guide.md"]}, tenant="acme")
+    before = (idx / "chunks.jsonl").read_bytes(), (idx / "versions.json").read_bytes()
+
+    def broken(self: object, texts: object) -> None:
+        raise RuntimeError("embedding failed mid-ingest")
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "embed_documents", broken)
+    with pytest.raises(RuntimeError, match="embedding failed mid-ingest"):
+        rag.ingest_texts({"guide.md": "# Passwords\n\nA new version.", "sync.md": DOCS["sync.md"]}, tenant="acme")
+    assert ((idx / "chunks.jsonl").read_bytes(), (idx / "versions.json").read_bytes()) == before
+    assert visible(rag.search("password", tenant="acme")) == {"guide.md"}
+    assert "login page" in rag.search("password", tenant="acme").context.text  # still the first version
+
+
 def test_a_write_waits_for_the_folder_write_lock_another_process_holds(settings: Settings, tmp_path: Path) -> None:
     from filelock import FileLock
 
