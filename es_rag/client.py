@@ -108,10 +108,10 @@ class RagClient:
 
     Every call names its ``tenant``: it is required and never empty, so no call can reach "all tenants".
 
-    **Models** load once, on the first call that needs them (:meth:`search`, :meth:`explain` and the ingests load the
-    embedding model; :meth:`search` also the cross-encoder, or records why it cannot, and the pack tokenizer), under
-    a lock, so two threads never load one twice; every later call shares them. :meth:`delete_source`,
-    :meth:`sources` and :meth:`selftest` load none.
+    **Models** load once, on the first call that needs them (:meth:`search`, the ingests and :meth:`explain` unless
+    ``vector=False`` load the embedding model; :meth:`search` also the cross-encoder, or records why it cannot, and
+    the pack tokenizer), under a lock, so two threads never load one twice; every later call shares them.
+    :meth:`delete_source`, :meth:`sources` and :meth:`selftest` load none.
 
     **Threads.** One client may be shared by all the threads of an app:
 
