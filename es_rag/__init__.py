@@ -1,8 +1,9 @@
 """es_rag: a production RAG retrieval stack on an existing Elasticsearch cluster.
 
-The public face: ``Settings``, ``SearchFilter``, ``SearchResult``, the builders (``build_backend``,
-``build_embedder``, ``build_pipeline``) and the errors. Importing the package loads no model and opens no
-connection: everything but the errors is imported on first use.
+The public face: ``RagClient`` (one object for apps: search, ingest, delete, explain, selftest), ``Settings``,
+``SearchFilter``, ``SearchResult``, the lower-level builders (``build_backend``, ``build_embedder``,
+``build_pipeline``) and the errors. Importing the package loads no model and opens no connection: everything but
+the errors is imported on first use.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from es_rag.errors import (
 )
 
 if TYPE_CHECKING:
+    from es_rag.client import RagClient
     from es_rag.filters import SearchFilter
     from es_rag.pipeline import RagPipeline, SearchResult
     from es_rag.settings import Settings
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "RagClient": "es_rag.client",
     "Settings": "es_rag.settings",
     "SearchFilter": "es_rag.filters",
     "SearchResult": "es_rag.pipeline",
@@ -46,6 +49,7 @@ __all__ = [
     "LicenseError",
     "MissingDependencyError",
     "ModelLoadError",
+    "RagClient",
     "RagPipeline",
     "SearchFilter",
     "SearchResult",

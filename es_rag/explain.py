@@ -1,5 +1,5 @@
 """What ``es-rag explain`` prints: the Elasticsearch request(s) a search sends, per fusion path, with
-comments saying why (pure: no cluster, no model)."""
+comments saying why (pure: no model; a cluster only when one is given, for its version gate and fusion path)."""
 
 from __future__ import annotations
 
@@ -103,3 +103,82 @@ def template_section(
     if settings.fusion.method != "rrf" or settings.fusion.channel_weights:
         comments.append("the template fuses with unweighted rrf: --fusion-method/--channel-weights are not templated")
     return comments, [search_template_request(query, vector, flt, settings, vectors_in_source_param=vectors_param)]
+
+
+EXPLAIN_FORMATS = ("console", "json")
+
+
+def explain_text(
+    query: str,
+    vector: Any,
+    flt: Any,
+    settings: Settings,
+    *,
+    backend: Any = None,
+    template: bool = False,
+    fmt: str = "console",
+) -> str:
+    """Exactly what ``es-rag explain`` prints (``es-rag explain`` and :meth:`es_rag.client.RagClient.explain` both
+    call it): the request(s) a search sends, Kibana Dev Tools console text or JSON.
+
+    With a cluster ``backend`` the filter carries the tenant's version-registry snapshot a search would read and the
+    cluster's fusion path; without one, both fusion paths are shown when ``fusion_path`` is ``auto`` and the version
+    gate is described (no hidden keys are known).
+
+    Args:
+        query: The query.
+        vector: The query vector (a list of floats).
+        flt: The caller's hard filter (:class:`~es_rag.filters.SearchFilter`).
+        settings: Settings.
+        backend: An :class:`~es_rag.elasticsearch.backend.ElasticsearchBackend`, or None (no cluster).
+        template: Show the ``_search/template`` call of the stored hybrid template instead.
+        fmt: ``console`` or ``json``.
+
+    Raises:
+        ConfigError: An unknown ``fmt``.
+    """
+    from es_rag.errors import ConfigError
+    from es_rag.es_request import render
+    from es_rag.settings import FusionPath
+    from es_rag.versions.registry import registry_index
+
+    if fmt not in EXPLAIN_FORMATS:
+        raise ConfigError(f"format: invalid value {fmt!r}; valid values: {', '.join(EXPLAIN_FORMATS)}")
+    # exactly what a search sends: the caller's filter plus the tenant's version-registry snapshot, read once per
+    # call and inlined (es_rag.versions.registry); without a cluster no key is known to be hidden
+    if backend is not None:
+        flt = backend.snapshot_versions(flt)
+        hidden = sorted(flt.versions.hidden) if flt.versions is not None else []
+        gate_note = (
+            f"version gate: {len(hidden)} hidden key(s) read from {registry_index(settings)}/_doc/{flt.tenant_id}"
+        )
+    else:
+        gate_note = (
+            f"version gate: a search reads {registry_index(settings)}/_doc/{flt.tenant_id} once and adds "
+            '{"bool": {"must_not": [{"terms": {"version_key": [<hidden keys>]}}]}} to every retriever '
+            "(none shown: no cluster; pass --es to read them)"
+        )
+    if template:
+        vectors_param = backend is None or backend.probe().vectors_in_source_param is not False
+        sections = [template_section(query, vector, flt, settings, vectors_param=vectors_param)]
+    else:
+        vectors_param = True
+        version: tuple[int, ...] | None = None
+        paths: list[bool]
+        if backend is not None:
+            caps = backend.probe()
+            vectors_param = caps.vectors_in_source_param is not False
+            version = version_of(caps.version)
+            paths = [backend.fusion_path() == "native"]
+        elif settings.fusion.path is FusionPath.AUTO:
+            paths = [True, False]
+        else:
+            paths = [settings.fusion.path is FusionPath.NATIVE]
+        sections = explain_sections(
+            query, vector, flt, settings, paths=paths, vectors_param=vectors_param, version=version
+        )
+    sections[0] = ([gate_note, *sections[0][0]], sections[0][1])
+    if fmt == "json":
+        return render([r for _, reqs in sections for r in reqs], "json")
+    blocks = ["".join(f"# {c}\n" for c in comments) + render(reqs, "console") for comments, reqs in sections]
+    return "\n".join(blocks)

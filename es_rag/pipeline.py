@@ -148,6 +148,22 @@ class RagPipeline:
         if self.budget_warning:
             log.warning("%s", self.budget_warning)
 
+    def warm_up(self) -> None:
+        """Load every model a search uses -- the query embedder, the cross-encoder (or the reason it cannot load)
+        and its calibration, the pack tokenizer -- so the first search does not; safe to call twice. Not
+        synchronised itself: a caller sharing the pipeline between threads calls it once before (as
+        :class:`es_rag.client.RagClient` does under its loading lock)."""
+        warm = getattr(self.embedder, "warm_up", None)
+        if warm is not None:
+            warm()
+        self.rerank_stage.warm_up()
+        self.calibration()
+        self.pack_tokenizer()
+
+    def close(self) -> None:
+        """Release what the pipeline started (the rerank timeout's worker thread); the backend is the caller's."""
+        self.rerank_stage.close()
+
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
         with trace.stage("embed_query") as st:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.encoders.hub import hub_reachable
+from es_rag.encoders.tokenizer import tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.records import Hit, is_content_digest
 from es_rag.settings import Settings
@@ -242,7 +243,8 @@ def plan_windows(n_passage: int, budget: int, header: int, *, stride_overlap: in
 
 
 class CrossEncoderReranker:
-    """Pointwise cross-encoder. ``__init__`` stores settings; :meth:`warm_up` loads the model.
+    """Pointwise cross-encoder. ``__init__`` stores settings; :meth:`warm_up` loads the model. :meth:`score` is
+    thread-safe (it holds :func:`~es_rag.encoders.tokenizer.tokenizer_lock` of the model's tokenizer).
 
     Args:
         model: Hub name or local directory of a cross-encoder.
@@ -420,6 +422,10 @@ class CrossEncoderReranker:
         """
         if not passages:
             return RerankOutput(scores=[], truncation=[])
+        with tokenizer_lock(self.model.tokenizer):  # one thread in the tokenizer and its pad() at a time
+            return self._score(query, passages)
+
+    def _score(self, query: str, passages: Sequence[tuple[str, str]]) -> RerankOutput:
         model = self.model
         tok = model.tokenizer
         limit = self.limit()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -95,6 +96,11 @@ def write_lock(
 class EmbeddedBackend:
     """Local backend stored in ``directory`` (created on first write).
 
+    Threads: reads (searches, counts, parents, neighbours) may run at the same time -- the search structures a write
+    invalidates are rebuilt once, under a lock, by whichever read comes first (or by :meth:`refresh`). A write
+    (:meth:`index`, :meth:`delete_source`, version switches) must not overlap any read or other write:
+    :class:`es_rag.client.RagClient` serialises them; across processes, :func:`write_lock`.
+
     Args:
         directory: Where chunks, parents and vectors are persisted; None keeps everything in memory.
         dims: Vector dimension (checked against stored data and every write).
@@ -144,6 +150,7 @@ class EmbeddedBackend:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._bm25: dict[str, Any] = {}
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
+        self._refresh_lock = threading.Lock()
         if self.directory is not None and (self.directory / "meta.json").is_file():
             self._load()
 
@@ -306,30 +313,39 @@ class EmbeddedBackend:
         return {"chunks": n(self._children), "parents": n(self._parents)}
 
     # -- reads ---------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Build the search structures (BM25 per field, the vector matrix) now rather than on the next read."""
+        self._refresh()
+
     def _refresh(self) -> None:
         if not self._dirty:
             return
-        import bm25s
+        with self._refresh_lock:  # two concurrent reads of a changed store: one builds, the other waits
+            if not self._dirty:
+                return
+            import bm25s
 
-        self._ids = list(self._children)
-        docs = [self._children[c] for c in self._ids]
-        self._matrix = (
-            np.stack([self._vectors[c] for c in self._ids]).astype(np.float32)
-            if self._ids
-            else np.zeros((0, self.dims or 0), np.float32)
-        )
-        self._bm25 = {}
-        for fld, _ in self._fields:
-            corpus = []
-            for d in docs:
-                value = d.get(fld) or ""
-                corpus.append(self._analyze(" ".join(value) if isinstance(value, list) else str(value)))
-            if any(corpus):  # bm25s cannot index a field that is empty in every document
-                model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-                model.index(corpus, show_progress=False)
-                self._bm25[fld] = model
-        self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
-        self._dirty = False
+            ids = list(self._children)
+            docs = [self._children[c] for c in ids]
+            matrix = (
+                np.stack([self._vectors[c] for c in ids]).astype(np.float32)
+                if ids
+                else np.zeros((0, self.dims or 0), np.float32)
+            )
+            indices: dict[str, Any] = {}
+            for fld, _ in self._fields:
+                corpus = []
+                for d in docs:
+                    value = d.get(fld) or ""
+                    corpus.append(self._analyze(" ".join(value) if isinstance(value, list) else str(value)))
+                if any(corpus):  # bm25s cannot index a field that is empty in every document
+                    model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+                    model.index(corpus, show_progress=False)
+                    indices[fld] = model
+            # published only when complete: a read never sees new ids with an old matrix or a half-built BM25
+            self._ids, self._matrix, self._bm25 = ids, matrix, indices
+            self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
+            self._dirty = False
 
     def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
         """Identifier tokens of one field for every document, their lengths and a postings map

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from es_rag.encoders.hub import hub_reachable
-from es_rag.encoders.tokenizer import HFTokenizer
+from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
 from es_rag.errors import ModelLoadError
 
 _OFFLINE_COPIES = {
@@ -66,7 +66,9 @@ class Embedder(Protocol):
 
 
 class SentenceTransformerEmbedder:
-    """sentence-transformers bi-encoder. ``__init__`` only stores settings; :meth:`warm_up` loads.
+    """sentence-transformers bi-encoder. ``__init__`` only stores settings; :meth:`warm_up` loads. Embedding is
+    thread-safe: it holds the lock of the model's tokenizer (:func:`~es_rag.encoders.tokenizer.tokenizer_lock`),
+    which :meth:`tokenizer` shares.
 
     Args:
         model: Hub name or local directory.
@@ -141,13 +143,15 @@ class SentenceTransformerEmbedder:
     def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=progress,
-        )
+        model = self.model
+        with tokenizer_lock(model.tokenizer):  # shared with tokenizer(): see tokenizer_lock
+            vectors = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=progress,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

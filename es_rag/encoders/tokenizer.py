@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from es_rag.errors import ModelLoadError
+
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def tokenizer_lock(tokenizer: Any) -> threading.RLock:
+    """The one lock of a Hugging Face tokenizer object, held by every es_rag call into it.
+
+    A fast tokenizer keeps truncation and padding as state of its Rust backend, which each call resets: two threads
+    in one tokenizer at once either fail (``RuntimeError: Already borrowed``, huggingface/tokenizers#537) or encode
+    under the other call's settings (measured here: ``count`` of a long text while the same model embedded another
+    one made the embedding untruncated and torch raised ``The size of tensor a (802) must match the size of tensor
+    b (128)``; the pipeline then fell back to BM25 only without a word). The embedder, its :class:`HFTokenizer`
+    and the cross-encoder therefore serialise on the lock of the tokenizer object they share.
+
+    Args:
+        tokenizer: The ``transformers`` tokenizer object (locks are per object, released with it).
+    """
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(tokenizer)
+        if lock is None:
+            lock = _LOCKS[tokenizer] = threading.RLock()
+        return lock
 
 
 @runtime_checkable
@@ -25,7 +50,8 @@ class Tokenizer(Protocol):
 
 
 class HFTokenizer:
-    """A Hugging Face fast tokenizer (the one the embedding model uses).
+    """A Hugging Face fast tokenizer (the one the embedding model uses). Thread-safe: every call holds
+    :func:`tokenizer_lock` of the wrapped tokenizer.
 
     Args:
         tokenizer: A ``transformers`` fast tokenizer instance.
@@ -66,7 +92,10 @@ class HFTokenizer:
         """
         if not text:
             return []
-        enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+        with tokenizer_lock(self._tok):
+            enc = self._tok(
+                text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
         return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
     def count(self, text: str) -> int:
@@ -77,4 +106,5 @@ class HFTokenizer:
         """
         if not text:
             return 0
-        return len(self._tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+        with tokenizer_lock(self._tok):
+            return len(self._tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])

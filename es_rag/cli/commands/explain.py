@@ -58,30 +58,12 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.es_request import render
-    from es_rag.explain import explain_sections, template_section, version_of
+    from es_rag.explain import explain_text
     from es_rag.filters import SearchFilter
-    from es_rag.settings import FusionPath
-    from es_rag.versions.registry import registry_index
 
     settings = settings_from_args(args)
-    # exactly what a search sends: the caller's filter plus the tenant's version-registry snapshot, read once per
-    # call and inlined (es_rag.versions.registry); without a cluster no key is known to be hidden
     flt = SearchFilter(args.tenant, acl_groups(args.acl))
-    backend = None
-    if uses_cluster(args):
-        backend = connect(args, settings)
-        flt = backend.snapshot_versions(flt)
-        hidden = sorted(flt.versions.hidden) if flt.versions is not None else []
-        gate_note = (
-            f"version gate: {len(hidden)} hidden key(s) read from {registry_index(settings)}/_doc/{flt.tenant_id}"
-        )
-    else:
-        gate_note = (
-            f"version gate: a search reads {registry_index(settings)}/_doc/{flt.tenant_id} once and adds "
-            '{"bool": {"must_not": [{"terms": {"version_key": [<hidden keys>]}}]}} to every retriever '
-            "(none shown: no cluster; pass --es to read them)"
-        )
+    backend = connect(args, settings) if uses_cluster(args) else None
     if args.no_vector:
         # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.
         vector: Any = [1.0] + [0.0] * (settings.encoder.dims - 1)
@@ -89,29 +71,6 @@ def run(args: argparse.Namespace) -> int:
         from es_rag.wiring import build_embedder
 
         vector = build_embedder(settings).embed_query(args.query).tolist()
-    if args.template:
-        vectors_param = backend is None or backend.probe().vectors_in_source_param is not False
-        sections = [template_section(args.query, vector, flt, settings, vectors_param=vectors_param)]
-    else:
-        vectors_param = True
-        version: tuple[int, ...] | None = None
-        paths: list[bool]
-        if backend is not None:
-            caps = backend.probe()
-            vectors_param = caps.vectors_in_source_param is not False
-            version = version_of(caps.version)
-            paths = [backend.fusion_path() == "native"]
-        elif settings.fusion.path is FusionPath.AUTO:
-            paths = [True, False]
-        else:
-            paths = [settings.fusion.path is FusionPath.NATIVE]
-        sections = explain_sections(
-            args.query, vector, flt, settings, paths=paths, vectors_param=vectors_param, version=version
-        )
-    sections[0] = ([gate_note, *sections[0][0]], sections[0][1])
-    if args.format == "json":
-        print(render([r for _, reqs in sections for r in reqs], "json"))
-    else:
-        blocks = ["".join(f"# {c}\n" for c in comments) + render(reqs, "console") for comments, reqs in sections]
-        print("\n".join(blocks), end="")
+    text = explain_text(args.query, vector, flt, settings, backend=backend, template=args.template, fmt=args.format)
+    print(text, end="" if args.format == "console" else "\n")
     return 0
