@@ -15,7 +15,7 @@ from es_rag.elasticsearch.assets import render_asset
 from es_rag.embedded.analyzers import identifier_analyzer
 from es_rag.query import IDENTIFIER_TOKEN_PATTERN
 from es_rag.settings import Settings
-from tests.support.double.errors import DoubleLimit
+from tests.support.double.errors import DoubleLimit, EsError
 from tests.support.double.search import analyzer_fn
 
 CASES = [
@@ -87,3 +87,16 @@ def test_the_strict_double_splits_with_group_minus_1_and_refuses_filters_it_cann
     )
     with pytest.raises(DoubleLimit, match=r"token filter \[porter_stem\]"):
         fn("running")
+
+
+def test_the_strict_double_refuses_a_group_the_pattern_does_not_have() -> None:
+    """Lucene's ``PatternTokenizer`` constructor: ``group > matcher.groupCount()`` is an IllegalArgumentException
+    ("invalid group specified: pattern only has: N capturing groups"). ``group: 0`` (the whole match) always exists."""
+    tokenizers = {"t": {"type": "pattern", "pattern": "[a-z]+", "group": 1}}
+    with pytest.raises(EsError, match=r"invalid group specified: pattern only has: 0 capturing groups"):
+        analyzer_fn("a", {"a": {"type": "custom", "tokenizer": "t"}, "__tokenizers__": tokenizers})
+    tokenizers["t"]["group"] = 0
+    assert analyzer_fn("a", {"a": {"type": "custom", "tokenizer": "t"}, "__tokenizers__": tokenizers})("ab-cd") == [
+        "ab",
+        "cd",
+    ]

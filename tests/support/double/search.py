@@ -164,6 +164,13 @@ def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Call
             # syntax es_rag uses (\p{L}, \p{N}, \p{IsHan}, lookahead) reads the same in the regex package.
             rx = regex.compile(str(tdefs[tokenizer].get("pattern", r"\W+")))
             group = int(tdefs[tokenizer].get("group", -1))
+            if group > rx.groups:  # Lucene PatternTokenizer's constructor, when the analyzer first runs
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"invalid group specified: pattern only has: {rx.groups} capturing groups",
+                    source="lucene/analysis/common/src/java/org/apache/lucene/analysis/pattern/PatternTokenizer.java",
+                )
 
             def tokenize(text: str) -> list[str]:
                 if group >= 0:
