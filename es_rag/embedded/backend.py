@@ -28,6 +28,7 @@ import numpy as np
 from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer
+from es_rag.embedded.columns import FilterColumns, exact_mask
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
@@ -142,6 +143,7 @@ class EmbeddedBackend:
         self._dirty = True
         self._ids: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._columns = FilterColumns([])
         self._bm25: dict[str, Any] = {}
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         if self.directory is not None and (self.directory / "meta.json").is_file():
@@ -318,6 +320,8 @@ class EmbeddedBackend:
             if self._ids
             else np.zeros((0, self.dims or 0), np.float32)
         )
+        # The filter columns, rebuilt with the matrix in the same row order (es_rag.embedded.columns).
+        self._columns = FilterColumns(docs)
         self._bm25 = {}
         for fld, _ in self._fields:
             corpus = []
@@ -383,7 +387,11 @@ class EmbeddedBackend:
         return [self._hit(i) for i in range(len(self._ids))]
 
     def _mask(self, flt: SearchFilter) -> np.ndarray:
-        return np.fromiter((flt.matches(self._children[c]) for c in self._ids), dtype=bool, count=len(self._ids))
+        """The rows of the current index state that ``flt`` allows: numpy operations over the filter columns, or
+        ``flt.matches`` per chunk when the filter's predicate is not the one the columns encode."""
+        if FilterColumns.vectorises(flt):
+            return self._columns.mask(flt)
+        return exact_mask(flt, [self._children[c] for c in self._ids])
 
     def _hit(self, i: int) -> Hit:
         cid = self._ids[i]
