@@ -1,18 +1,20 @@
 """The embedded backend's filter columns: :meth:`es_rag.filters.SearchFilter.matches` as numpy operations.
 
-Building a query's filter mask by calling ``matches`` on every chunk cost O(N) Python work per query (about a
-second per query at a million chunks). :class:`FilterColumns` holds, for the child chunks in row order, one
-postings column per field the filter tests -- the rows holding each value, as one integer array sorted by value
-code with offsets -- so a mask is a few numpy scatters whose cost grows with the rows of the values asked for:
+Building a query's filter mask by calling ``matches`` on every chunk cost O(N) Python work per query (about two
+seconds per query at a million chunks, ``benchmarks/embedded_growth_bench.py``). :class:`FilterColumns` holds, for
+the child chunks in row order, one column per field the filter tests, so a mask is a few numpy operations:
 
-* ``tenant_id``: rows whose stored value *is* that string (``matches`` compares with ``!=``, so a list or a
-  number never equals a tenant);
-* ``acl`` and every ``metadata`` field: rows holding the value among their keywords, converted as ``matches``
-  converts them (:func:`es_rag.filters.keyword_values`: absent/None -> none, list -> ``str`` of each element,
-  scalar -> its ``str``); metadata columns are built on first use of the field, once per index state;
-* ``version_key``: rows per ``str(value)``, none for a missing key (a document without one is never hidden);
-  the hidden keys are read from the query's :class:`~es_rag.versions.registry.VersionSnapshot`, never stored
-  in a column, so a version switch (a registry write) needs no rebuild.
+* ``tenant_id``: an integer code per row (:class:`Codes`), for rows whose stored value *is* a string (``matches``
+  compares with ``!=``, so a list or a number never equals a tenant); the mask is one comparison;
+* ``acl`` and every ``metadata`` field: postings (:class:`Postings`: the rows holding each value, one integer array
+  sorted by value code, with offsets), the values converted as ``matches`` converts them
+  (:func:`es_rag.filters.keyword_values`: absent/None -> none, list -> ``str`` of each element, scalar -> its
+  ``str``); the mask scatters the rows of the values asked for; metadata columns are built on first use of the
+  field, once per index state;
+* ``version_key``: a code per row of ``str(value)``, none for a missing key (a document without one is never
+  hidden); the hidden keys are read from the query's :class:`~es_rag.versions.registry.VersionSnapshot`, never
+  stored in a column, so a version switch (a registry write) needs no rebuild; the mask is one gather through a
+  table of the hidden codes, whatever their number.
 
 The columns are derived state: :class:`~es_rag.embedded.backend.EmbeddedBackend` builds them in ``_refresh`` from
 the stored documents in the order of its vector matrix, after every write (``index``, ``delete_source``, the purge
@@ -87,12 +89,45 @@ class Postings:
         return int(self.rows.nbytes + self.offsets.nbytes)
 
 
-def _tenant(value: Any) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else ()
+class Codes:
+    """A single-valued column: an integer code per row (-1: the row has no value) and the value -> code dictionary.
 
+    Args:
+        values: For each row, its value or None.
+    """
 
-def _version(value: Any) -> tuple[str, ...]:
-    return () if value is None else (str(value),)
+    def __init__(self, values: Iterable[str | None]) -> None:
+        codes: dict[str, int] = {}
+        self.row_code = np.fromiter(
+            (-1 if v is None else codes.setdefault(v, len(codes)) for v in values), dtype=np.int32
+        )
+        self.codes = codes
+
+    def equals(self, value: str) -> np.ndarray:
+        """Boolean mask of the rows whose value is ``value``.
+
+        Args:
+            value: The value asked for.
+        """
+        code = self.codes.get(value)
+        if code is None:
+            return np.zeros(len(self.row_code), dtype=bool)
+        return self.row_code == code
+
+    def isin(self, values: Iterable[Any]) -> np.ndarray:
+        """Boolean mask of the rows whose value is one of ``values`` (one gather, whatever their number).
+
+        Args:
+            values: The values asked for (a value that is no code, e.g. not a string, matches no row).
+        """
+        table = np.zeros(len(self.codes) + 1, dtype=bool)  # the last slot, index -1, is "no value": never set
+        table[[c for c in map(self.codes.get, values) if c is not None]] = True
+        return table[self.row_code]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the code array."""
+        return int(self.row_code.nbytes)
 
 
 class FilterColumns:
@@ -105,8 +140,10 @@ class FilterColumns:
     def __init__(self, docs: Sequence[Mapping[str, Any]]) -> None:
         self._docs = docs
         self.n_rows = len(docs)
-        self.tenant = Postings(_tenant(d.get("tenant_id")) for d in docs)
-        self.version = Postings(_version(d.get(VERSION_KEY_FIELD)) for d in docs)
+        tenants = (d.get("tenant_id") for d in docs)
+        self.tenant = Codes(t if isinstance(t, str) else None for t in tenants)
+        versions = (d.get(VERSION_KEY_FIELD) for d in docs)
+        self.version = Codes(None if v is None else str(v) for v in versions)
         self._keywords: dict[str, Postings] = {"acl": Postings(keyword_values(d.get("acl")) for d in docs)}
 
     def keyword(self, field: str) -> Postings:
@@ -140,14 +177,13 @@ class FilterColumns:
         Args:
             flt: The hard filter.
         """
-        out = self.tenant.any_of((flt.tenant_id,), self.n_rows)
+        out = self.tenant.equals(flt.tenant_id)
         out &= self.keyword("acl").any_of(flt.groups, self.n_rows)
         for field, values in flt.metadata.items():
             out &= self.keyword(field).any_of(values, self.n_rows)
-        if flt.versions is not None:
+        if flt.versions is not None and flt.versions.hidden:
             # A non-str hidden entry is no value of the column: it hides nothing, as in VersionSnapshot.allows.
-            for key in flt.versions.hidden:
-                out[self.version.rows_of(key)] = False
+            out &= ~self.version.isin(flt.versions.hidden)
         return out
 
     @property

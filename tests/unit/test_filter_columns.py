@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from es_rag.embedded.backend import EmbeddedBackend
-from es_rag.embedded.columns import FilterColumns, Postings
+from es_rag.embedded.columns import Codes, FilterColumns, Postings
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk
 from es_rag.versions.registry import VersionSnapshot
@@ -159,6 +159,16 @@ def test_postings_rows_per_value_and_memory() -> None:
     assert col.any_of(["b", "zzz"], 4).tolist() == [True, False, True, False]
     assert col.nbytes == col.rows.nbytes + col.offsets.nbytes > 0
     assert Postings([]).any_of(["a"], 0).tolist() == []
+
+
+def test_codes_one_value_per_row() -> None:
+    col = Codes(["a", None, "b", "a"])
+    assert col.row_code.tolist() == [0, -1, 1, 0]
+    assert col.equals("a").tolist() == [True, False, False, True]
+    assert col.equals("zzz").tolist() == [False] * 4
+    assert col.isin({"b", "zzz", 1}).tolist() == [False, False, True, False]  # "no value" (-1) is never in
+    assert col.isin(set()).tolist() == [False] * 4
+    assert col.nbytes == 16
 
 
 # -- the backend keeps its columns in step with every write -------------------------------------------------------
