@@ -112,7 +112,8 @@ class Codes:
         code = self.codes.get(value)
         if code is None:
             return np.zeros(len(self.row_code), dtype=bool)
-        return self.row_code == code
+        out: np.ndarray = self.row_code == code
+        return out
 
     def isin(self, values: Iterable[Any]) -> np.ndarray:
         """Boolean mask of the rows whose value is one of ``values`` (one gather, whatever their number).
