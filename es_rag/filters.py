@@ -85,14 +85,20 @@ class SearchFilter:
         """
         if source.get("tenant_id") != self.tenant_id:
             return False
-        if not set(_as_list(source.get("acl"))) & set(self.groups):
+        if not set(keyword_values(source.get("acl"))) & set(self.groups):
             return False
         if self.versions is not None and not self.versions.allows(source):
             return False
-        return all(set(_as_list(source.get(key))) & set(values) for key, values in self.metadata.items())
+        return all(set(keyword_values(source.get(key))) & set(values) for key, values in self.metadata.items())
 
 
-def _as_list(value: Any) -> list[str]:
+def keyword_values(value: Any) -> list[str]:
+    """The keywords a stored field holds, as :meth:`SearchFilter.matches` compares them: none for a missing
+    field or None, ``str`` of each element of a list, else ``str`` of the value.
+
+    Args:
+        value: The stored value.
+    """
     if value is None:
         return []
     if isinstance(value, (list, tuple)):

@@ -29,6 +29,7 @@ import numpy as np
 from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
+from es_rag.embedded.columns import FilterColumns, exact_mask
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
@@ -148,6 +149,7 @@ class EmbeddedBackend:
         self._dirty = True
         self._ids: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._columns = FilterColumns([])
         self._bm25: dict[str, Any] = {}
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         self._refresh_lock = threading.Lock()
@@ -332,6 +334,8 @@ class EmbeddedBackend:
                 if ids
                 else np.zeros((0, self.dims or 0), np.float32)
             )
+            # The filter columns, built with the matrix in the same row order (es_rag.embedded.columns).
+            columns = FilterColumns(docs)
             indices: dict[str, Any] = {}
             for fld, _ in self._fields:
                 corpus = []
@@ -343,7 +347,7 @@ class EmbeddedBackend:
                     model.index(corpus, show_progress=False)
                     indices[fld] = model
             # published only when complete: a read never sees new ids with an old matrix or a half-built BM25
-            self._ids, self._matrix, self._bm25 = ids, matrix, indices
+            self._ids, self._matrix, self._bm25, self._columns = ids, matrix, indices, columns
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
             self._dirty = False
 
@@ -399,7 +403,11 @@ class EmbeddedBackend:
         return [self._hit(i) for i in range(len(self._ids))]
 
     def _mask(self, flt: SearchFilter) -> np.ndarray:
-        return np.fromiter((flt.matches(self._children[c]) for c in self._ids), dtype=bool, count=len(self._ids))
+        """The rows of the current index state that ``flt`` allows: numpy operations over the filter columns, or
+        ``flt.matches`` per chunk when the filter's predicate is not the one the columns encode."""
+        if FilterColumns.vectorises(flt):
+            return self._columns.mask(flt)
+        return exact_mask(flt, [self._children[c] for c in self._ids])
 
     def _hit(self, i: int) -> Hit:
         cid = self._ids[i]
