@@ -33,7 +33,7 @@ from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.records import Hit, is_content_digest
 from es_rag.settings import Settings
 
-RANKING_TEXT_VERSION = "rt-2"
+RANKING_TEXT_VERSION = "rt-3"
 CALIBRATION_FILE = "es_rag_calibration.json"
 """Optional file in a cross-encoder directory: ``{"temperature": T, "bias": b, "threshold": t}`` fitted
 for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings override its values."""

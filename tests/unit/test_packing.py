@@ -141,7 +141,7 @@ def test_the_pack_stage_records_what_it_kept_and_why(minilm_tokenizer) -> None: 
 
 
 # -- an expanded block over budget falls back to its children (whitespace tokens, counted by hand) ------------------
-# The rendered context is the 15-word preamble ("Retrieved evidence follows. ... e.g. [S1].") plus, per block, a
+# The rendered context is the 28-word preamble ("Retrieved evidence follows. ... e.g. [S1].") plus, per block, a
 # 6-word opening line (fence, id, source, version, section="Doc", offsets) and a 2-word closing line, plus its text.
 
 
@@ -162,50 +162,50 @@ def _fallbacks() -> dict[str, Any]:
 
 
 def test_a_parent_over_budget_falls_back_to_the_child_that_fits() -> None:
-    """h0 takes 15 + 8 + 3 = 26 of 40 tokens. P would make it 15 + 2*8 + 3 + 20 = 54: 28 more than the 14 left. Its
-    children go in its place: c1 makes 15 + 2*8 + 3 + 2 = 36 and fits; c3 would make 46 and does not."""
-    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=40, fallbacks=_fallbacks())
+    """h0 takes 28 + 8 + 3 = 39 of 53 tokens. P would make it 28 + 2*8 + 3 + 20 = 67: 28 more than the 14 left. Its
+    children go in its place: c1 makes 28 + 2*8 + 3 + 2 = 49 and fits; c3 would make 59 and does not."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=53, fallbacks=_fallbacks())
     assert [c.chunk_id for c in ctx.citations] == ["h0", "c1"]
-    assert ctx.tokens == 36
+    assert ctx.tokens == 49
     assert ctx.omitted == [
         {"id": "P", "reason": "parent P over budget (28 tokens > 14 left): kept the child c1"},
-        {"id": "c3", "reason": "token budget 40 exceeded (in place of parent P)"},
+        {"id": "c3", "reason": "token budget 53 exceeded (in place of parent P)"},
     ]
 
 
 def test_both_children_fit_where_their_parent_does_not() -> None:
-    """Budget 50: P still needs 54; c1 then c3 make 36 and 15 + 3*8 + 3 + 2 + 2 = 46."""
-    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=50, fallbacks=_fallbacks())
-    assert [c.chunk_id for c in ctx.citations] == ["h0", "c1", "c3"] and ctx.tokens == 46
+    """Budget 63: P still needs 67; c1 then c3 make 49 and 28 + 3*8 + 3 + 2 + 2 = 59."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=63, fallbacks=_fallbacks())
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "c1", "c3"] and ctx.tokens == 59
     assert ctx.omitted == [
         {"id": "P", "reason": "parent P over budget (28 tokens > 24 left): kept the children c1, c3"}
     ]
 
 
 def test_a_parent_whose_children_do_not_fit_either_is_dropped_with_them() -> None:
-    """Budget 27: h0 leaves 1 token; each child alone would make 36."""
-    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=27, fallbacks=_fallbacks())
-    assert [c.chunk_id for c in ctx.citations] == ["h0"] and ctx.tokens == 26
+    """Budget 40: h0 leaves 1 token; each child alone would make 49."""
+    ctx = pack_context([H0, PARENT], WordTokenizer(), budget=40, fallbacks=_fallbacks())
+    assert [c.chunk_id for c in ctx.citations] == ["h0"] and ctx.tokens == 39
     assert ctx.omitted == [
         {"id": "P", "reason": "parent P over budget (28 tokens > 1 left): no child fits either"},
-        {"id": "c1", "reason": "token budget 27 exceeded (in place of parent P)"},
-        {"id": "c3", "reason": "token budget 27 exceeded (in place of parent P)"},
+        {"id": "c1", "reason": "token budget 40 exceeded (in place of parent P)"},
+        {"id": "c3", "reason": "token budget 40 exceeded (in place of parent P)"},
     ]
     # Without a fallback the old rule holds: the block is dropped and nothing replaces it.
-    plain = pack_context([H0, PARENT], WordTokenizer(), budget=40)
-    assert plain.omitted == [{"id": "P", "reason": "token budget 40 exceeded"}]
+    plain = pack_context([H0, PARENT], WordTokenizer(), budget=53)
+    assert plain.omitted == [{"id": "P", "reason": "token budget 53 exceeded"}]
 
 
 def test_no_more_than_context_k_blocks_are_packed() -> None:
-    """limit=2 (context_k). Budget 70: P fits (54), and h5 would too (15 + 3*8 + 3 + 20 + 1 = 63) but is a third
-    block. Budget 50: c1 takes P's place (36), and the limit stops c3 (46 would fit) and h5."""
+    """limit=2 (context_k). Budget 83: P fits (67), and h5 would too (28 + 3*8 + 3 + 20 + 1 = 76) but is a third
+    block. Budget 63: c1 takes P's place (49), and the limit stops c3 (59 would fit) and h5."""
     h5 = unit("h5", 1)
-    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=70, fallbacks=_fallbacks(), limit=2)
-    assert [c.chunk_id for c in ctx.citations] == ["h0", "P"] and ctx.tokens == 54
-    unlimited = pack_context([H0, PARENT, h5], WordTokenizer(), budget=70)
+    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=83, fallbacks=_fallbacks(), limit=2)
+    assert [c.chunk_id for c in ctx.citations] == ["h0", "P"] and ctx.tokens == 67
+    unlimited = pack_context([H0, PARENT, h5], WordTokenizer(), budget=83)
     assert [c.chunk_id for c in unlimited.citations] == ["h0", "P", "h5"]
     assert ctx.omitted == [{"id": "h5", "reason": "context_k=2 blocks already packed"}]
-    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=50, fallbacks=_fallbacks(), limit=2)
+    ctx = pack_context([H0, PARENT, h5], WordTokenizer(), budget=63, fallbacks=_fallbacks(), limit=2)
     assert [c.chunk_id for c in ctx.citations] == ["h0", "c1"]
     assert ctx.omitted == [
         {"id": "P", "reason": "parent P over budget (28 tokens > 24 left): kept the child c1"},
@@ -219,26 +219,26 @@ def test_the_pack_stage_counts_the_children_it_took_in() -> None:
     = 2 packed + 2 dropped), and info names the children each block fell back to."""
     from es_rag.stages.pack import run
 
-    _ctx, out = run([H0, PARENT], WordTokenizer(), budget=40, fallbacks=_fallbacks())
+    _ctx, out = run([H0, PARENT], WordTokenizer(), budget=53, fallbacks=_fallbacks())
     assert out.hits == [H0, C1]
     assert out.added == ["c1", "c3"]
     assert out.dropped == [
         ("P", "parent P over budget (28 tokens > 14 left): kept the child c1"),
-        ("c3", "token budget 40 exceeded (in place of parent P)"),
+        ("c3", "token budget 53 exceeded (in place of parent P)"),
     ]
-    assert out.info == {"tokens": 36, "budget": 40, "tokenizer": "words", "fell_back_to_children": {"P": ["c1"]}}
+    assert out.info == {"tokens": 49, "budget": 53, "tokenizer": "words", "fell_back_to_children": {"P": ["c1"]}}
     assert 2 + len(out.added) == len(out.hits) + len(out.dropped)
 
 
 def test_a_neighbour_block_falls_back_to_its_anchor_under_the_same_id() -> None:
-    """A neighbour block keeps its anchor's chunk id: the 20-word block c1 (15 + 8 + 20 = 43 > 30) is dropped and the
-    2-word child c1 (25 tokens) is packed and cited."""
+    """A neighbour block keeps its anchor's chunk id: the 20-word block c1 (28 + 8 + 20 = 56 > 43) is dropped and the
+    2-word child c1 (38 tokens) is packed and cited."""
     from es_rag.stages.pack import Fallback, run
 
     block = unit("c1", 20, expanded_from=("c0", "c1", "c2"))
-    ctx, out = run([block], WordTokenizer(), budget=30, fallbacks={"c1": Fallback("neighbour block of c1", (C1,))})
-    assert out.hits == [C1] and ctx.tokens == 25 and ctx.citations[0].expanded_from == ()
-    assert out.dropped == [("c1", "neighbour block of c1 over budget (43 tokens > 30 left): kept the child c1")]
+    ctx, out = run([block], WordTokenizer(), budget=43, fallbacks={"c1": Fallback("neighbour block of c1", (C1,))})
+    assert out.hits == [C1] and ctx.tokens == 38 and ctx.citations[0].expanded_from == ()
+    assert out.dropped == [("c1", "neighbour block of c1 over budget (56 tokens > 43 left): kept the child c1")]
 
 
 def test_a_content_digest_version_is_never_shown_to_the_model() -> None:
