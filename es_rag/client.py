@@ -624,38 +624,22 @@ class RagClient:
         scopes: list[str] | None,
         chunking: Mapping[str, Any],
     ) -> IngestReport:
-        from es_rag.chunking import make_chunker
-        from es_rag.ingest import ingest_documents
-        from es_rag.settings import VectorMode
-
-        settings = self._settings
+        from es_rag.ingest import ingest_sources
 
         def work(backend: Any) -> IngestReport:
-            if docs:  # a sync of an emptied folder loads no model
-                if self._on_cluster:
-                    backend.probe()  # a cluster that is down or refuses us fails before a model loads
-                embedder = self._loaded_embedder()
-                chunker = make_chunker(
-                    embedder.tokenizer(),
-                    max_tokens=min(settings.chunking.max_tokens, embedder.max_tokens),
-                    overlap=settings.chunking.overlap,
-                    **chunking,
-                )
-                client_vectors = settings.encoder.vectors is VectorMode.CLIENT
-                ingest_documents(
-                    docs,
-                    chunker=chunker,
-                    embedder=embedder if (client_vectors or not self._on_cluster) else None,
-                    backend=backend,
-                    report=report,
-                    listeners=self._listeners(),
-                    server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
-                )
-            if scopes is not None:
-                from es_rag.ingest.sync import sync_removed
-
-                sync_removed(backend, tenant, {d.source_id for d in docs}, scopes, report)
-            return report  # saved by _write (an embedded folder); Elasticsearch has nothing to flush
+            # saved by _write (an embedded folder); Elasticsearch has nothing to flush
+            return ingest_sources(
+                docs,
+                backend=backend,
+                settings=self._settings,
+                embedder=self._loaded_embedder,
+                report=report,
+                tenant_id=tenant,
+                chunking=chunking,
+                sync_scopes=scopes,
+                on_cluster=self._on_cluster,
+                listeners=self._listeners(),
+            )
 
         return self._write(work)
 

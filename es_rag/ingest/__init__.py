@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -53,6 +53,7 @@ __all__ = [
     "delete_source",
     "discover",
     "ingest_documents",
+    "ingest_sources",
     "load_files",
     "section_units",
 ]
@@ -226,6 +227,71 @@ def ingest_documents(
             for listener in listeners:
                 listener.on_retired(tenant, source_id, old)
     report.timings["index"] += time.perf_counter() - t0
+    return report
+
+
+def ingest_sources(
+    docs: Sequence[SourceDoc],
+    *,
+    backend: SearchBackend,
+    settings: Any,
+    embedder: Callable[[], Any],
+    report: IngestReport,
+    tenant_id: str,
+    chunking: Mapping[str, Any] | None = None,
+    sync_scopes: Sequence[str] | None = None,
+    on_cluster: bool = False,
+    listeners: Sequence[LineageListener] = (),
+    progress: bool = False,
+) -> IngestReport:
+    """What ``es-rag ingest`` and :meth:`es_rag.RagClient.ingest` run once the sources are read: chunk with the
+    embedding model's own tokenizer, embed (client-side vectors) and index ``docs``, then, with ``sync_scopes``,
+    delete the sources the synced folders no longer yield (:mod:`es_rag.ingest.sync`). Without ``docs`` no model
+    is loaded (a sync of an emptied folder).
+
+    Args:
+        docs: The sources read.
+        backend: Destination.
+        settings: :class:`~es_rag.settings.Settings` (chunk size and overlap, vector mode).
+        embedder: Returns the loaded embedding model; called only when there is something to ingest.
+        report: The run's report (reading failures already in it).
+        tenant_id: The tenant ingested (what a sync may delete from).
+        chunking: More :func:`~es_rag.chunking.make_chunker` options (``strategy``, ``contextual``,
+            ``parent_max_tokens``).
+        sync_scopes: :func:`es_rag.ingest.sync.sync_scopes` of the folders, or None (no sync).
+        on_cluster: The backend is Elasticsearch: it is probed before a model loads, and it embeds itself
+            unless the vectors are client-side.
+        listeners: Told about every retired version and deleted source.
+        progress: Show progress bars.
+    """
+    from es_rag.chunking import make_chunker
+    from es_rag.settings import VectorMode
+
+    if docs:
+        if on_cluster:
+            backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
+        model = embedder()
+        chunker = make_chunker(
+            model.tokenizer(),
+            max_tokens=min(settings.chunking.max_tokens, model.max_tokens),
+            overlap=settings.chunking.overlap,
+            **dict(chunking or {}),
+        )
+        client_vectors = settings.encoder.vectors is VectorMode.CLIENT
+        ingest_documents(
+            docs,
+            chunker=chunker,
+            embedder=model if (client_vectors or not on_cluster) else None,
+            backend=backend,
+            report=report,
+            progress=progress,
+            listeners=listeners,
+            server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
+        )
+    if sync_scopes is not None:
+        from es_rag.ingest.sync import sync_removed
+
+        sync_removed(backend, tenant_id, {d.source_id for d in docs}, sync_scopes, report)
     return report
 
 

@@ -108,40 +108,28 @@ def _ingest(
     index_dir: str | None,
     scopes: list[str] | None,
 ) -> int:
-    from es_rag.chunking import make_chunker
-    from es_rag.ingest import ingest_documents
-    from es_rag.settings import VectorMode
+    from es_rag.ingest import ingest_sources
     from es_rag.wiring import build_backend, build_embedder
 
     backend = build_backend(
         settings, es_url=args.es, index_dir=index_dir, **(connection_kwargs(args) if on_cluster else {})
     )
-    if on_cluster:
-        backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
-    if docs:  # a --sync run of an emptied folder loads no model
-        embedder = build_embedder(settings, show_progress=progress())
-        client_vectors = settings.encoder.vectors is VectorMode.CLIENT
-        chunker = make_chunker(
-            embedder.tokenizer(),
-            strategy=args.strategy,
-            max_tokens=min(settings.chunking.max_tokens, embedder.max_tokens),
-            overlap=settings.chunking.overlap,
-            contextual=args.contextual,
-            parent_max_tokens=args.parent_max_tokens,
-        )
-        ingest_documents(
-            docs,
-            chunker=chunker,
-            embedder=embedder if (client_vectors or not on_cluster) else None,
-            backend=backend,
-            report=report,
-            progress=progress(),
-            server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
-        )
-    if scopes is not None:
-        from es_rag.ingest.sync import sync_removed
-
-        sync_removed(backend, args.tenant, {d.source_id for d in docs}, scopes, report)
+    ingest_sources(
+        docs,
+        backend=backend,
+        settings=settings,
+        embedder=lambda: build_embedder(settings, show_progress=progress()),
+        report=report,
+        tenant_id=args.tenant,
+        chunking={
+            "strategy": args.strategy,
+            "contextual": args.contextual,
+            "parent_max_tokens": args.parent_max_tokens,
+        },
+        sync_scopes=scopes,
+        on_cluster=on_cluster,
+        progress=progress(),
+    )
     backend.flush()
     if not on_cluster:
         print(f"embedded index: {index_dir}", file=sys.stderr)
