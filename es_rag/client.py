@@ -356,11 +356,24 @@ class RagClient:
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def _filter(
-        self, tenant: str, acl: Sequence[str] | str | None, metadata: Mapping[str, str | Sequence[str]] | None
+        self,
+        tenant: str,
+        acl: Sequence[str] | str | None,
+        metadata: Mapping[str, str | Sequence[str]] | None,
+        filters: Sequence[str] | str = (),
+        as_of: str | None = "now",
     ) -> SearchFilter:
         from es_rag.filters import SearchFilter
+        from es_rag.metadata import Validity, parse_filters
 
-        return SearchFilter(_tenant(tenant), _groups(acl), dict(metadata or {}))  # type: ignore[arg-type]
+        exprs = [filters] if isinstance(filters, str) else list(filters)
+        return SearchFilter(
+            _tenant(tenant),
+            _groups(acl),
+            dict(metadata or {}),  # type: ignore[arg-type]
+            conditions=parse_filters(exprs, self._settings.index.metadata_schema()),
+            validity=None if as_of is None else Validity(as_of),
+        )
 
     def search(
         self,
@@ -369,6 +382,8 @@ class RagClient:
         tenant: str,
         acl: Sequence[str] | str = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
+        as_of: str | None = "now",
     ) -> SearchResult:
         """Run every stage for ``query`` under the caller's hard filter (what ``es-rag search`` prints).
 
@@ -376,13 +391,16 @@ class RagClient:
             query: The user's query (non-empty).
             tenant: The caller's tenant (required).
             acl: The caller's ACL groups (``public`` is always added).
-            metadata: Exact-match conditions on keyword fields: field -> value or allowed values.
+            metadata: Exact-match conditions on top-level keyword fields: field -> value or allowed values.
+            filters: Metadata conditions as ``es-rag search --filter`` takes them (``doc_type=policy``,
+                ``published>=2023``); all apply.
+            as_of: Serve what is valid on this day (``YYYY-MM-DD``), ``now`` (the default), or None for every date.
 
         Raises:
             ConfigError: A missing or empty tenant, a bad metadata filter.
             EsRagError: An empty query; the client is closed.
         """
-        flt = self._filter(tenant, acl, metadata)
+        flt = self._filter(tenant, acl, metadata, filters, as_of)
         if not isinstance(query, str) or not query.strip():
             raise EsRagError("query: empty query")
         with self._reading():
@@ -395,6 +413,8 @@ class RagClient:
         tenant: str,
         acl: Sequence[str] | str = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
+        as_of: str | None = "now",
         format: str = "console",
         template: bool = False,
         vector: bool = True,
@@ -408,6 +428,8 @@ class RagClient:
             tenant: The caller's tenant (required).
             acl: The caller's ACL groups.
             metadata: Exact-match conditions, as for :meth:`search`.
+            filters: Metadata conditions, as for :meth:`search`.
+            as_of: The validity day, as for :meth:`search`.
             format: ``console`` or ``json``.
             template: Show the ``_search/template`` call of the stored hybrid template instead.
             vector: Embed the query (loads the embedding model); False puts a unit-vector placeholder
@@ -415,7 +437,7 @@ class RagClient:
         """
         from es_rag.explain import explain_text
 
-        flt = self._filter(tenant, acl, metadata)
+        flt = self._filter(tenant, acl, metadata, filters, as_of)
         if not isinstance(query, str) or not query.strip():
             raise EsRagError("query: empty query")
         with self._reading() as backend:
@@ -504,6 +526,8 @@ class RagClient:
         strategy: str = "parent-child",
         contextual: bool = False,
         parent_max_tokens: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+        updated_from_mtime: bool = False,
     ) -> IngestReport:
         """Chunk, embed and index files and folders, as ``es-rag ingest`` does: folder walks skip hidden, vendor and
         index folders, ignore-file matches and unsupported types (``report.skipped``); a bad document is reported
@@ -522,6 +546,9 @@ class RagClient:
             strategy: Chunking strategy: ``fixed``, ``recursive``, ``structure`` or ``parent-child``.
             contextual: Embed ``title + heading path`` with each child.
             parent_max_tokens: Cap on parent size in tokens (``parent-child``).
+            meta: Metadata of every source (``es-rag ingest --meta``); a document's front matter or JSONL fields
+                win. A bad field or value fails the documents it applies to, in ``report.failed``.
+            updated_from_mtime: A file that declares no ``updated`` date gets its modification day.
 
         Raises:
             ConfigError: A missing tenant, a bad strategy, ``sync`` with a file, a missing ``base_dir``.
@@ -548,6 +575,9 @@ class RagClient:
             source_id=source_id,
             ignore_file=ignore_file,
             exclude_dirs=[self._index_dir] if self._index_dir is not None else [],
+            schema=self._settings.index.metadata_schema(),
+            meta=meta,
+            updated_from_mtime=updated_from_mtime,
         )
         if not docs and scopes is None:
             return report
@@ -561,6 +591,7 @@ class RagClient:
         tenant: str,
         acl: Sequence[str] | str = (),
         format: str = "markdown",
+        meta: Mapping[str, Any] | None = None,
     ) -> IngestReport:
         """Index documents held in memory, ``{source_id: text}`` or ``(source_id, text)`` pairs, like files: the
         version is a digest of the text, an empty text or a repeated id is reported in ``report.failed``.
@@ -570,6 +601,7 @@ class RagClient:
             tenant: Tenant written into every chunk (required).
             acl: Groups allowed to read them (default ``public``).
             format: ``markdown``, ``rst``, ``plain`` or ``html``.
+            meta: Metadata of every document (validated like ``es-rag ingest --meta``).
 
         Raises:
             ConfigError: A missing tenant or an unknown format.
@@ -608,6 +640,7 @@ class RagClient:
                     acl=groups,
                     source_version=default_version(text),
                     fmt=format,
+                    meta=dict(meta or {}),
                 )
             )
         self._check_open()

@@ -1,4 +1,4 @@
-"""One filter model for every retriever: tenant, ACL groups and metadata terms.
+"""One filter model for every retriever: tenant, ACL groups, metadata terms and conditions, validity.
 
 The same :class:`SearchFilter` renders to Elasticsearch ``filter`` clauses (placed inside every
 child retriever, never as a post-filter) and evaluates the identical predicate on the embedded
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from es_rag.errors import ConfigError
+from es_rag.metadata import Condition, Validity, now_ms
 from es_rag.settings import PUBLIC_GROUP
 from es_rag.versions.registry import VersionSnapshot
 
@@ -27,6 +28,9 @@ class SearchFilter:
         tenant_id: Tenant of the caller; required, never empty.
         groups: ACL groups of the caller. The implicit ``public`` group is always added.
         metadata: Extra exact-match conditions, field -> value or tuple of allowed values (keyword fields).
+        conditions: Typed conditions on declared metadata (``meta.*``; :func:`es_rag.metadata.parse_filter`).
+        validity: Hide documents whose ``valid_from`` / ``valid_to`` exclude the query's day
+            (:class:`es_rag.metadata.Validity`, ``now`` by default); None serves every date.
         versions: Active-version snapshot (:class:`~es_rag.versions.registry.VersionSnapshot`); the backends set
             it on every search so only the committed version of each source is served.
     """
@@ -34,6 +38,8 @@ class SearchFilter:
     tenant_id: str
     groups: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    conditions: tuple[Condition, ...] = ()
+    validity: Validity | None = field(default_factory=Validity)
     # Active-version snapshot (issue 3, es_rag.versions.registry): set by the backends on every search so retired and
     # not-yet-committed source versions are excluded inside every retriever; None = no gate.
     versions: VersionSnapshot | None = None
@@ -52,6 +58,7 @@ class SearchFilter:
                 raise ConfigError(f"metadata filter {key!r}: needs at least one value")
             normalised[key] = values
         object.__setattr__(self, "metadata", normalised)
+        object.__setattr__(self, "conditions", tuple(self.conditions))
 
     def with_versions(self, snapshot: VersionSnapshot | None) -> SearchFilter:
         """This filter with the tenant's active-version ``snapshot`` (see :mod:`es_rag.versions.registry`).
@@ -73,15 +80,19 @@ class SearchFilter:
         ]
         for key, values in self.metadata.items():
             clauses.append({"terms": {key: list(values)}})
+        clauses.extend(c.to_es() for c in self.conditions)
+        if self.validity is not None:
+            clauses.append(self.validity.to_es())
         if self.versions is not None and self.versions.restricts:
             clauses.append(self.versions.to_es())
         return clauses
 
-    def matches(self, source: Mapping[str, Any]) -> bool:
+    def matches(self, source: Mapping[str, Any], *, now: int | None = None) -> bool:
         """Evaluate the same predicate as :meth:`to_es` on a stored document's source.
 
         Args:
             source: The document as stored (keyword fields may be a string or a list of strings).
+            now: The request's ``now`` in epoch milliseconds (None: the current time).
         """
         if source.get("tenant_id") != self.tenant_id:
             return False
@@ -89,7 +100,23 @@ class SearchFilter:
             return False
         if self.versions is not None and not self.versions.allows(source):
             return False
-        return all(set(keyword_values(source.get(key))) & set(values) for key, values in self.metadata.items())
+        if not all(set(keyword_values(source.get(key))) & set(values) for key, values in self.metadata.items()):
+            return False
+        return self.meta_matches(source, now=now)
+
+    def meta_matches(self, source: Mapping[str, Any], *, now: int | None = None) -> bool:
+        """The typed conditions and the validity alone (the part of :meth:`matches` on ``meta``).
+
+        Args:
+            source: The document as stored.
+            now: The request's ``now`` in epoch milliseconds (None: the current time).
+        """
+        if not self.conditions and self.validity is None:
+            return True
+        at = now_ms() if now is None else now
+        if self.validity is not None and not self.validity.matches(source, now_ms=at):
+            return False
+        return all(c.matches(source, now_ms=at) for c in self.conditions)
 
 
 def keyword_values(value: Any) -> list[str]:

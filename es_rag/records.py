@@ -52,6 +52,7 @@ class Chunk:
     source_path: str | None = None
     embedding_version: str | None = None
     contextual_text: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -92,6 +93,8 @@ class Chunk:
             doc["parent_id"] = self.parent_id
         if self.embedding_version is not None:
             doc["embedding_version"] = self.embedding_version
+        if self.meta:
+            doc["meta"] = dict(self.meta)
         if include_vector and self.vector is not None:
             doc["vector"] = [float(x) for x in self.vector]
         return doc
@@ -129,6 +132,8 @@ class Hit:
     content_hash: str | None = None
     chunker_version: str | None = None
     embedding_version: str | None = None
+    source_path: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     bm25_score: float | None = None
     dense_score: float | None = None
@@ -179,6 +184,8 @@ class Hit:
             content_hash=source.get("content_hash"),
             chunker_version=source.get("chunker_version"),
             embedding_version=source.get("embedding_version"),
+            source_path=source.get("source_path"),
+            meta=dict(source.get("meta") or {}),
             vector=vector,
         )
 

@@ -127,6 +127,14 @@ def build_pipeline(settings: Settings, backend: Any, embedder: SentenceTransform
     )
 
 
+def _manifest_meta(name: str, meta: Any) -> dict[str, Any]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InputError(name, "meta", f"must be an object of metadata fields, got {type(meta).__name__}")
+    return dict(meta)
+
+
 def load_manifest(directory: Path, report: IngestReport) -> tuple[list[SourceDoc], list[dict[str, Any]]]:
     """Documents and demo queries of a corpus folder with a ``manifest.json``.
 
@@ -158,6 +166,7 @@ def load_manifest(directory: Path, report: IngestReport) -> tuple[list[SourceDoc
                     source_version=str(entry.get("source_version") or "1"),
                     source_path=str(path),
                     fmt="markdown" if path.suffix == ".md" else "plain",
+                    meta=_manifest_meta(name, entry.get("meta")),
                 )
             )
         except InputError as err:

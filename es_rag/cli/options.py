@@ -27,7 +27,7 @@ from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
 Scope = Mapping[str, Sequence[str] | None]
 """Settings a command reads: group name -> field names (None = every field of the group)."""
 
-SEARCH_INDEX = ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity")
+SEARCH_INDEX = ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields")
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
 QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode")
 """The ``encoder`` settings a query needs."""
@@ -422,6 +422,55 @@ def add_principal(parser: argparse.ArgumentParser, *, tenant_required: bool = Tr
     )
 
 
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    """``--filter`` (metadata conditions) and ``--as-of`` (the validity date), applied in every retriever.
+
+    Args:
+        parser: The command's parser.
+    """
+    g = parser.add_argument_group(
+        "what may be served (hard filters, inside every retriever)",
+        "Metadata fields: doc_type, tags, region, language, author, url, published, updated, valid_from "
+        "(alias effective), valid_to (alias expires), supersedes, and those declared with --metadata-fields. "
+        "Example: --filter tags=eu-regulation --filter published>=2023.",
+    )
+    g.add_argument(
+        "--filter",
+        dest="filters",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="FIELD=V[,V...] (any of), FIELD!=V[,V...] (none of), or FIELD>=X, >X, <=X, <X on a date or number "
+        "field; a date may be 2026, 2026-04 or 2026-04-30 and keeps that granularity; repeat for AND",
+    )
+    g.add_argument(
+        "--as-of",
+        default="now",
+        metavar="DATE|now|any",
+        help="serve what is valid on this day (valid_from <= DATE <= valid_to, UTC); 'any' turns the validity "
+        "filter off (default: now)",
+    )
+
+
+def search_filter(args: argparse.Namespace, settings: Settings) -> Any:
+    """The :class:`~es_rag.filters.SearchFilter` of ``--tenant``, ``--acl``, ``--filter`` and ``--as-of``.
+
+    Args:
+        args: Parsed arguments.
+        settings: Gives the index's metadata fields.
+    """
+    from es_rag.filters import SearchFilter
+    from es_rag.metadata import Validity, parse_filters
+
+    as_of = getattr(args, "as_of", "now")
+    return SearchFilter(
+        args.tenant,
+        acl_groups(args.acl),
+        conditions=parse_filters(getattr(args, "filters", []) or [], settings.index.metadata_schema()),
+        validity=None if as_of == "any" else Validity(as_of),
+    )
+
+
 def add_sources(parser: argparse.ArgumentParser) -> None:
     """``PATH...`` and how files become sources: ``--base-dir``, ``--source-id``, ``--ignore-file``.
 
@@ -441,15 +490,67 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--base-dir", metavar="DIR", help="source ids are paths relative to this folder")
     g.add_argument("--source-id", metavar="ID", help="the id of the single file (or stdin, -) given")
     g.add_argument("--ignore-file", metavar="FILE", help="gitignore-style patterns to skip, besides each folder's own")
+    m = parser.add_argument_group(
+        "metadata: typed fields every chunk carries (filters read them; see docs/metadata.md)",
+        "A Markdown file's YAML front matter and a JSONL line's fields set a document's own metadata; --meta sets "
+        "it for every source of the run, under the document's own values.",
+    )
+    m.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="metadata of every source read, e.g. doc_type=policy, tags=eu-regulation,gdpr (a comma list for a "
+        "multi-valued field), valid_from=2026-03-01; repeat for more fields",
+    )
+    m.add_argument(
+        "--updated-from-mtime",
+        action="store_true",
+        help="a file that declares no 'updated' date gets its modification day, so freshness can rank files whose "
+        "version is a content digest",
+    )
 
 
-def source_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def meta_values(exprs: Sequence[str], schema: Any) -> dict[str, Any]:
+    """``--meta FIELD=VALUE`` options as a metadata mapping (values are validated with the documents).
+
+    Args:
+        exprs: The options.
+        schema: The index's :class:`~es_rag.metadata.MetadataSchema`.
+
+    Raises:
+        ConfigError: Not ``FIELD=VALUE``, an unknown field, or a field given twice.
+    """
+    out: dict[str, Any] = {}
+    for expr in exprs:
+        name, sep, value = str(expr).partition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip():
+            raise ConfigError(f"--meta {expr!r}: expected FIELD=VALUE, e.g. doc_type=policy")
+        fld = schema.field(name, where=f"--meta {expr!r}")
+        if fld.name in {schema.field(k, where="--meta").name for k in out}:
+            raise ConfigError(f"--meta {expr!r}: {fld.name} is given twice")
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        out[name] = parts if fld.type == "keyword" and not fld.single else value.strip()
+    return out
+
+
+def source_kwargs(args: argparse.Namespace, settings: Settings | None = None) -> dict[str, Any]:
     """The :func:`es_rag.ingest.load_files` options of :func:`add_sources`.
 
     Args:
         args: Parsed arguments.
+        settings: Gives the index's metadata fields (default: the built-in ones).
     """
-    return {"base_dir": args.base_dir, "source_id": args.source_id, "ignore_file": args.ignore_file}
+    schema = (settings or Settings()).index.metadata_schema()
+    return {
+        "base_dir": args.base_dir,
+        "source_id": args.source_id,
+        "ignore_file": args.ignore_file,
+        "schema": schema,
+        "meta": meta_values(getattr(args, "meta", []) or [], schema),
+        "updated_from_mtime": bool(getattr(args, "updated_from_mtime", False)),
+    }
 
 
 def add_owner(parser: argparse.ArgumentParser, *, tenant_default: str | None = None) -> None:

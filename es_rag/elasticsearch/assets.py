@@ -26,9 +26,10 @@ import jinja2
 from es_rag.elasticsearch.bodies import search_template_id
 from es_rag.errors import ConfigError, EsRagError
 from es_rag.es_request import EsRequest
+from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 7
+ASSET_VERSION = 8
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 CHUNK_PIPELINE_ASSET = {
@@ -156,6 +157,8 @@ def _context(settings: Settings) -> dict[str, Any]:
         "vector_dims": settings.encoder.dims,
         "similarity": settings.index.similarity.value,
         "vector_index_options": settings.index.vector_index_options(),
+        "meta_mapping": settings.index.metadata_schema().es_properties(),
+        "metadata_schema_version": METADATA_SCHEMA_VERSION,
         "analyzer": settings.index.analyzer.value,
         "bm25_k1": float(settings.index.bm25_k1),
         "bm25_b": float(settings.index.bm25_b),

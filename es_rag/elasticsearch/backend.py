@@ -178,8 +178,7 @@ class ElasticsearchBackend(ClusterAdmin):
                 response=resp,
             )
         found = isinstance(resp, dict) and resp.get("found")
-        hidden = ((resp.get("_source") or {}).get("hidden") or []) if found else []
-        return flt.with_versions(VersionSnapshot(flt.tenant_id, hidden=frozenset(str(k) for k in hidden)))
+        return flt.with_versions(VersionSnapshot.from_doc(flt.tenant_id, resp.get("_source") if found else None))
 
     def version_store(self) -> EsVersionStore:
         """Version switches and source deletes on this cluster (the registry index and ``_delete_by_query``)."""

@@ -50,6 +50,8 @@ SOURCE_FIELDS = [
     "text",
     "token_count",
     "content_hash",
+    "source_path",
+    "meta",
     "vector",
 ]
 EXACT_FIELDS = ("text.ident", "title.ident", "heading_path.ident")

@@ -390,8 +390,7 @@ class EmbeddedBackend:
         """
         if flt.versions is not None:
             return flt
-        hidden = (self.versions.get(flt.tenant_id) or {}).get("hidden") or []
-        return flt.with_versions(VersionSnapshot(flt.tenant_id, hidden=frozenset(hidden)))
+        return flt.with_versions(VersionSnapshot.from_doc(flt.tenant_id, self.versions.get(flt.tenant_id)))
 
     def version_store(self) -> EmbeddedVersionStore:
         """Version switches and source deletes on this store."""

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.filters import SearchFilter, keyword_values
+from es_rag.metadata import Condition, Validity, now_ms, parse_instant, stored_values, term_key
 from es_rag.versions.registry import VERSION_KEY_FIELD, VersionSnapshot
 
 
@@ -131,6 +132,62 @@ class Codes:
         return int(self.row_code.nbytes)
 
 
+class RangeColumn:
+    """The values of one date or number field under ``meta`` as parallel arrays (row, value), so a range is one
+    comparison and a scatter; a row matches when one of its values does (:meth:`es_rag.metadata.Condition.matches`).
+
+    Args:
+        docs: The stored documents, in row order.
+        name: The field under ``meta``.
+        kind: ``date`` (values as epoch milliseconds), ``integer`` or ``float``.
+    """
+
+    def __init__(self, docs: Sequence[Mapping[str, Any]], name: str, kind: str) -> None:
+        rows: list[int] = []
+        values: list[float] = []
+        for row, doc in enumerate(docs):
+            for value in stored_values(doc, name):
+                try:
+                    point = float(parse_instant(str(value))) if kind == "date" else float(value)
+                except (TypeError, ValueError):
+                    continue  # not a value of the field's type: no bound matches it (in_range says the same)
+                rows.append(row)
+                values.append(point)
+        self.kind = kind
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.values = np.asarray(values, dtype=np.float64)
+
+    def within(self, bounds: Mapping[str, Any], n_rows: int, *, now: int) -> np.ndarray:
+        """Rows holding a value inside every bound (``op -> bound``, the rendered form of the query).
+
+        Args:
+            bounds: ``gt``/``gte``/``lt``/``lte`` -> bound.
+            n_rows: Rows of the column.
+            now: The request's ``now`` (epoch ms).
+        """
+        from es_rag.metadata import resolve_bound
+
+        keep = np.ones(len(self.values), dtype=bool)
+        for op, bound in bounds.items():
+            limit = float(resolve_bound(str(bound), op, now_ms=now)) if self.kind == "date" else float(bound)
+            if op == "gt":
+                keep &= self.values > limit
+            elif op == "gte":
+                keep &= self.values >= limit
+            elif op == "lt":
+                keep &= self.values < limit
+            else:
+                keep &= self.values <= limit
+        out = np.zeros(n_rows, dtype=bool)
+        out[self.rows[keep]] = True
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the two arrays."""
+        return int(self.rows.nbytes + self.values.nbytes)
+
+
 class FilterColumns:
     """Filter columns of the documents ``docs`` (row ``i`` = ``docs[i]``).
 
@@ -146,6 +203,65 @@ class FilterColumns:
         versions = (d.get(VERSION_KEY_FIELD) for d in docs)
         self.version = Codes(None if v is None else str(v) for v in versions)
         self._keywords: dict[str, Postings] = {"acl": Postings(keyword_values(d.get("acl")) for d in docs)}
+        self._sources: Codes | None = None
+        self._ranges: dict[tuple[str, str], RangeColumn] = {}
+        self._terms: dict[tuple[str, str], Postings] = {}
+
+    def source(self) -> Codes:
+        """The ``source_id`` column (built on first use: only superseded sources need it)."""
+        if self._sources is None:
+            ids = (d.get("source_id") for d in self._docs)
+            self._sources = Codes(None if v is None else str(v) for v in ids)
+        return self._sources
+
+    def range_column(self, name: str, kind: str) -> RangeColumn:
+        """The range column of ``meta.<name>`` (built on first use).
+
+        Args:
+            name: Field under ``meta``.
+            kind: Its type.
+        """
+        column = self._ranges.get((name, kind))
+        if column is None:
+            column = self._ranges[(name, kind)] = RangeColumn(self._docs, name, kind)
+        return column
+
+    def term_column(self, name: str, kind: str) -> Postings:
+        """The terms of ``meta.<name>`` (:func:`es_rag.metadata.term_key`), built on first use.
+
+        Args:
+            name: Field under ``meta``.
+            kind: Its type.
+        """
+        column = self._terms.get((name, kind))
+        if column is None:
+            column = Postings([term_key(kind, v) for v in stored_values(d, name)] for d in self._docs)
+            self._terms[(name, kind)] = column
+        return column
+
+    def condition(self, cond: Condition, *, now: int) -> np.ndarray:
+        """The rows ``cond`` accepts.
+
+        Args:
+            cond: A metadata condition.
+            now: The request's ``now`` (epoch ms).
+        """
+        if cond.bounds:
+            return self.range_column(cond.field, cond.type).within(cond.bounds, self.n_rows, now=now)
+        hit = self.term_column(cond.field, cond.type).any_of({term_key(cond.type, v) for v in cond.values}, self.n_rows)
+        return hit if cond.op == "eq" else ~hit
+
+    def validity(self, validity: Validity, *, now: int) -> np.ndarray:
+        """The rows valid on the day ``validity`` names (:meth:`es_rag.metadata.Validity.matches`).
+
+        Args:
+            validity: The predicate.
+            now: The request's ``now`` (epoch ms).
+        """
+        early = self.range_column("valid_from", "date").within({"gt": validity.anchor}, self.n_rows, now=now)
+        late = self.range_column("valid_to", "date").within({"lt": validity.anchor}, self.n_rows, now=now)
+        out: np.ndarray = ~(early | late)
+        return out
 
     def keyword(self, field: str) -> Postings:
         """The keyword column of ``field`` (built on first use).
@@ -172,11 +288,12 @@ class FilterColumns:
         versions = getattr(flt, "versions", None)
         return versions is None or getattr(type(versions), "allows", None) is VersionSnapshot.allows
 
-    def mask(self, flt: SearchFilter) -> np.ndarray:
+    def mask(self, flt: SearchFilter, *, at: int | None = None) -> np.ndarray:
         """The rows ``flt.matches`` accepts, as a boolean array (only for filters :meth:`vectorises` accepts).
 
         Args:
             flt: The hard filter.
+            at: The request's ``now`` in epoch ms (None: the current time).
         """
         out = self.tenant.equals(flt.tenant_id)
         out &= self.keyword("acl").any_of(flt.groups, self.n_rows)
@@ -185,12 +302,22 @@ class FilterColumns:
         if flt.versions is not None and flt.versions.hidden:
             # A non-str hidden entry is no value of the column: it hides nothing, as in VersionSnapshot.allows.
             out &= ~self.version.isin(flt.versions.hidden)
+        if flt.versions is not None and flt.versions.superseded:
+            out &= ~self.source().isin(flt.versions.superseded)
+        if flt.conditions or flt.validity is not None:
+            now = now_ms() if at is None else at
+            for cond in flt.conditions:
+                out &= self.condition(cond, now=now)
+            if flt.validity is not None:
+                out &= self.validity(flt.validity, now=now)
         return out
 
     @property
     def nbytes(self) -> int:
         """Bytes of the columns' arrays built so far."""
-        return self.tenant.nbytes + self.version.nbytes + sum(c.nbytes for c in self._keywords.values())
+        extra = sum(c.nbytes for c in self._ranges.values()) + sum(c.nbytes for c in self._terms.values())
+        extra += self._sources.nbytes if self._sources is not None else 0
+        return self.tenant.nbytes + self.version.nbytes + sum(c.nbytes for c in self._keywords.values()) + extra
 
 
 def exact_mask(flt: Any, docs: Sequence[Mapping[str, Any]]) -> np.ndarray:

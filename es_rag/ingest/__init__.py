@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,7 @@ from es_rag.ingest.sources import (
     discover,
     load_files,
 )
+from es_rag.metadata import MetadataSchema
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
 from es_rag.versions.store import Pair
@@ -64,17 +66,25 @@ def _doc_name(doc: SourceDoc) -> str:
 
 
 def chunk_documents(
-    docs: Sequence[SourceDoc], chunker: Chunker, report: IngestReport, *, progress: bool = False
+    docs: Sequence[SourceDoc],
+    chunker: Chunker,
+    report: IngestReport,
+    *,
+    progress: bool = False,
+    schema: MetadataSchema | None = None,
 ) -> tuple[list[Chunk], list[Chunk]]:
-    """Chunk every document; a failing document is reported and skipped, a child over the model's input
-    limit is reported in ``report.warnings``.
+    """Chunk every document; a failing document (its metadata included) is reported and skipped, a child over
+    the model's input limit is reported in ``report.warnings``. Every chunk and parent of a document carries
+    its validated metadata (:meth:`es_rag.metadata.MetadataSchema.normalise`).
 
     Args:
         docs: Sources.
         chunker: The chunker (any strategy).
         report: Receives failures, warnings, counts and the chunking time.
         progress: Show a progress bar.
+        schema: The index's metadata fields (default: the built-in ones).
     """
+    schema = schema or MetadataSchema()
     t0 = time.perf_counter()
     children: list[Chunk] = []
     parents: list[Chunk] = []
@@ -93,6 +103,9 @@ def chunk_documents(
             )
             if not any(c.kind == "child" for c in chunks):
                 raise InputError(_doc_name(doc), "text", "no chunkable text (e.g. headings only)")
+            meta = schema.normalise(doc.meta, document=_doc_name(doc))
+            if meta:
+                chunks = [dataclasses.replace(c, meta=meta) for c in chunks]
         except InputError as err:
             report.failed.append(err.as_dict())
             continue
@@ -142,6 +155,7 @@ def ingest_documents(
     progress: bool = False,
     listeners: Sequence[LineageListener] = (),
     server_chunking: bool = False,
+    schema: MetadataSchema | None = None,
 ) -> IngestReport:
     """Chunk, embed (in batches) and index ``docs``, then switch each source to its new version.
 
@@ -162,12 +176,13 @@ def ingest_documents(
         listeners: Told about every retired version.
         server_chunking: Write sections as retrieval units and let the cluster chunk and embed them;
             ``embedder`` must then be None.
+        schema: The index's metadata fields (default: the built-in ones).
     """
     if server_chunking and embedder is not None:
         raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
     report = report or IngestReport()
     warned = len(report.warnings)
-    children, parents = chunk_documents(docs, chunker, report, progress=progress)
+    children, parents = chunk_documents(docs, chunker, report, progress=progress, schema=schema)
     if server_chunking:
         children = section_units(children, parents)
         # the model's input limit is the server chunker's concern here, not a per-section warning
@@ -201,12 +216,16 @@ def ingest_documents(
     if parents:
         report.merge(backend.index([], parents))
     names = {c.source_path or c.source_id: (c.tenant_id, c.source_id) for c in (*parents, *children)}
+    # tenant -> source -> the sources it supersedes (meta.supersedes), recorded by the same registry write
+    supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for c in children:
+        supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
     broken = {names[f["document"]] for f in report.failed[failed_before:] if f.get("document") in names}
     store.refresh()
     for tenant, pairs in switching.items():
         ok = [p for p in pairs if (tenant, p[0]) not in broken]
         bad = [p for p in pairs if (tenant, p[0]) in broken]
-        retired = store.commit(tenant, ok) if ok else []
+        retired = store.commit(tenant, ok, supersedes=supersedes.get(tenant)) if ok else []
         for source_id, version in ok:
             old = next((v for s, v in retired if s == source_id), None)
             report.switched.append(
@@ -280,6 +299,7 @@ def ingest_sources(
         client_vectors = settings.encoder.vectors is VectorMode.CLIENT
         ingest_documents(
             docs,
+            schema=settings.index.metadata_schema(),
             chunker=chunker,
             embedder=model if (client_vectors or not on_cluster) else None,
             backend=backend,

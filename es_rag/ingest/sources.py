@@ -9,22 +9,33 @@
   from another working folder. ``--source-id`` names a single file or stdin (``-``) explicitly. Two sources of one
   run with the same id are refused.
 * JSONL files hold one source per line (``text`` plus ``source_id`` or ``id``, optional ``title``,
-  ``source_version``, ``tenant_id`` (must equal ``--tenant``), ``acl``, ``format``).
+  ``source_version``, ``tenant_id`` (must equal ``--tenant``), ``acl``, ``format``, ``meta`` (an object of
+  metadata fields, :mod:`es_rag.metadata`), and metadata fields at the top level); any other key is an error.
+* A Markdown file may open with YAML front matter (``---`` lines around it): ``title`` and ``source_version``
+  (or ``version``) set those, metadata fields (``doc_type``, ``tags``, ``valid_from``, ...) go to ``meta``, and
+  other keys (``layout``, ``slug``, ... of static-site tools) are ignored with a warning. The block is blanked
+  (spaces, newlines kept) rather than cut, so chunk offsets still index the file.
+* ``updated_from_mtime``: a file that declares no ``updated`` date gets its modification time (UTC day), so
+  freshness can rank files whose version is a content digest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from es_rag.errors import ConfigError, InputError
 from es_rag.ingest.report import IngestReport
+from es_rag.metadata import META, MetadataSchema
 
 SUFFIX_FORMAT = {
     ".md": "markdown",
@@ -53,6 +64,7 @@ class SourceDoc:
     title: str | None = None
     source_path: str | None = None
     fmt: str = "markdown"
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_version(text: str) -> str:
@@ -84,7 +96,18 @@ def decode_source(path: Path, data: bytes) -> str:
     return text
 
 
-def _jsonl_docs(path: Path, text: str, *, tenant_id: str, acl: Sequence[str], report: IngestReport) -> list[SourceDoc]:
+JSONL_KEYS = frozenset({"source_id", "id", "text", "title", "source_version", "tenant_id", "acl", "format", META})
+
+
+def _jsonl_docs(
+    path: Path,
+    text: str,
+    *,
+    tenant_id: str,
+    acl: Sequence[str],
+    report: IngestReport,
+    schema: MetadataSchema,
+) -> list[SourceDoc]:
     docs = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -121,6 +144,19 @@ def _jsonl_docs(path: Path, text: str, *, tenant_id: str, acl: Sequence[str], re
                     f"{tenant!r} conflicts with --tenant {tenant_id!r}; ingest each tenant separately",
                 )
             title = row.get("title")
+            meta = row.get(META, {})
+            if not isinstance(meta, dict):
+                raise InputError(name, META, f"must be an object of metadata fields, got {type(meta).__name__}")
+            meta = dict(meta)
+            for key, value in row.items():
+                if key in JSONL_KEYS:
+                    continue
+                if schema.get(key) is None:
+                    known = ", ".join(sorted(JSONL_KEYS | {f.name for f in schema.fields}))
+                    raise InputError(name, key, f"unknown field; known: {known}")
+                if key in meta:
+                    raise InputError(name, key, f"given at the top level and in {META}")
+                meta[key] = value
             docs.append(
                 SourceDoc(
                     source_id=str(source_id),
@@ -131,11 +167,76 @@ def _jsonl_docs(path: Path, text: str, *, tenant_id: str, acl: Sequence[str], re
                     title=str(title) if title is not None else None,
                     source_path=name,
                     fmt=fmt,
+                    meta=meta,
                 )
             )
         except InputError as err:
             report.failed.append(err.as_dict())
     return docs
+
+
+_FRONT_MATTER_RE = re.compile(r"\A(---[ \t]*\r?\n)(.*?)(\r?\n---[ \t]*)(?:\r?\n|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    """What a Markdown file's front matter says, and the text with the block blanked."""
+
+    text: str
+    title: str | None = None
+    version: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
+
+
+def read_front_matter(text: str, *, document: str, schema: MetadataSchema) -> FrontMatter:
+    """Split YAML front matter off a Markdown source (see the module doc).
+
+    Args:
+        text: The decoded file.
+        document: Its name, for errors.
+        schema: The metadata fields; keys that are none of them and not ``title``/``source_version``/``version``
+            are ignored (reported by the caller).
+
+    Raises:
+        InputError: Front matter that is not valid YAML or not a mapping.
+    """
+    m = _FRONT_MATTER_RE.match(text)
+    if m is None:
+        return FrontMatter(text)
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(2))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        raise InputError(document, "front_matter", f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(document, "front_matter", f"must be a mapping of keys to values, got {type(data).__name__}")
+    blanked = re.sub(r"[^\r\n]", " ", m.group(0)) + text[m.end() :]
+    title = data.pop("title", None)
+    version = data.pop("source_version", data.pop("version", None))
+    meta = {str(k): v for k, v in data.items() if schema.get(str(k)) is not None}
+    ignored = tuple(str(k) for k in data if schema.get(str(k)) is None)
+    return FrontMatter(
+        blanked,
+        title=str(title) if title is not None else None,
+        version=str(version) if version is not None else None,
+        meta=meta,
+        ignored=ignored,
+    )
+
+
+def mtime_day(path: Path) -> str:
+    """The UTC day of a file's modification time (``YYYY-MM-DD``).
+
+    Args:
+        path: The file.
+    """
+    return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).date().isoformat()
 
 
 #: Folder names never walked into: package managers' and virtualenvs' trees.
@@ -295,6 +396,9 @@ def load_files(
     ignore_file: str | Path | None = None,
     exclude_dirs: Sequence[str | Path] = (),
     stdin: BinaryIO | None = None,
+    schema: MetadataSchema | None = None,
+    meta: Mapping[str, Any] | None = None,
+    updated_from_mtime: bool = False,
 ) -> list[SourceDoc]:
     """Read the sources :func:`discover` finds into :class:`SourceDoc` records (a JSONL file gives one per
     line); failures go into ``report.failed``, skips into ``report.skipped``, the time into
@@ -310,9 +414,14 @@ def load_files(
         ignore_file: See :func:`discover`.
         exclude_dirs: See :func:`discover`.
         stdin: Where ``-`` reads from (default: the process's standard input).
+        schema: The index's metadata fields (default: the built-in ones).
+        meta: Metadata of every source read (``--meta k=v``); a document's own values win.
+        updated_from_mtime: Give a file that declares no ``updated`` date its modification day.
     """
     import time
 
+    schema = schema or MetadataSchema()
+    defaults = dict(meta or {})
     t0 = time.perf_counter()
     docs: list[SourceDoc] = []
     seen: dict[str, str] = {}
@@ -346,7 +455,8 @@ def load_files(
                 raise InputError(name, "size", f"{len(data)} bytes exceeds the {MAX_FILE_BYTES} byte limit")
             text = decode_source(Path(name), data)
             if fmt == "jsonl":
-                docs.extend(_jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report))
+                rows = _jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report, schema=schema)
+                docs.extend(_with_defaults(d, defaults, schema) for d in rows)
                 continue
             if item.source_id in seen:
                 raise InputError(
@@ -356,15 +466,35 @@ def load_files(
                     "folder given): pass --base-dir with a folder above both, or ingest them separately",
                 )
             seen[item.source_id] = name
+            front = FrontMatter(text)
+            if fmt == "markdown":
+                front = read_front_matter(text, document=name, schema=schema)
+                if front.ignored:
+                    report.warnings.append(
+                        {
+                            "document": name,
+                            "field": "front_matter",
+                            "reason": f"not metadata fields, ignored: {', '.join(front.ignored)}",
+                        }
+                    )
+            own = dict(front.meta)
+            if updated_from_mtime and item.path is not None and "updated" not in _names([*own, *defaults], schema):
+                own["updated"] = mtime_day(item.path)
             docs.append(
-                SourceDoc(
-                    source_id=item.source_id,
-                    text=text,
-                    tenant_id=tenant_id,
-                    acl=tuple(acl),
-                    source_version=default_version(text),
-                    source_path=name,
-                    fmt=fmt,
+                _with_defaults(
+                    SourceDoc(
+                        source_id=item.source_id,
+                        text=front.text,
+                        tenant_id=tenant_id,
+                        acl=tuple(acl),
+                        source_version=front.version or default_version(text),
+                        title=front.title,
+                        source_path=name,
+                        fmt=fmt,
+                        meta=own,
+                    ),
+                    defaults,
+                    schema,
                 )
             )
         except InputError as err:
@@ -373,3 +503,21 @@ def load_files(
             report.failed.append({"document": name, "field": "path", "reason": str(exc)})
     report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
     return docs
+
+
+def _names(keys: Sequence[str], schema: MetadataSchema) -> set[str]:
+    """The fields ``keys`` name (aliases resolved; unknown keys as they are)."""
+    return {(schema.get(k).name if schema.get(k) is not None else k) for k in keys}  # type: ignore[union-attr]
+
+
+def _with_defaults(doc: SourceDoc, defaults: Mapping[str, Any], schema: MetadataSchema) -> SourceDoc:
+    """``doc`` with the run's ``--meta`` values under its own (a field the document sets, under any of its names,
+    keeps the document's value)."""
+    if not defaults:
+        return doc
+    own = _names(list(doc.meta), schema)
+    merged = dict(doc.meta)
+    for key, value in defaults.items():
+        if not _names([key], schema) & own:
+            merged[key] = value
+    return dataclasses.replace(doc, meta=merged)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from es_rag.errors import ConfigError
+from es_rag.metadata import MetadataSchema
 from es_rag.settings.base import (
     BBQ_DEFAULT_OVERSAMPLE,
     CHANNELS,
@@ -84,6 +85,14 @@ class IndexSettings(Group):
         shown="3.0 for bbq_*, off for int8/int4",
         help="rescore_vector.oversample of a quantized type (0 or 1..10)",
     )
+    metadata_fields: tuple[str, ...] = opt(
+        (),
+        metavar="NAME:TYPE,...",
+        shown="none",
+        help="metadata fields of your own besides the built-in ones (doc_type, tags, region, language, author, "
+        "url, published, updated, valid_from, valid_to, supersedes); TYPE: keyword, date, integer, float, "
+        "boolean; give the same list to every command",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.prefix, str) or not PREFIX_RE.match(self.prefix):
@@ -101,6 +110,8 @@ class IndexSettings(Group):
         self._enum("analyzer", Analyzer)
         self._enum("similarity", Similarity)
         self._enum("vector_index_type", VectorIndexType)
+        object.__setattr__(self, "metadata_fields", tuple(self.metadata_fields))
+        MetadataSchema.declare(self.metadata_fields)  # raises ConfigError on a bad declaration
         if self.language is not None:
             object.__setattr__(self, "language", str(self.language).strip().lower() or None)
         self._number("bm25_k1", low=0.0, high=100.0)
@@ -115,6 +126,10 @@ class IndexSettings(Group):
                 )
             if not (over == 0 or 1.0 <= over <= 10.0):
                 raise ConfigError(f"vector_rescore_oversample: must be 0 or within [1, 10], got {over}")
+
+    def metadata_schema(self) -> MetadataSchema:
+        """The metadata fields of the index (:mod:`es_rag.metadata`)."""
+        return MetadataSchema.declare(self.metadata_fields)
 
     def vector_index_options(self) -> dict[str, Any]:
         """The ``index_options`` object of the ``vector`` mapping."""
@@ -450,7 +465,7 @@ class GateSettings(Group):
 
 @dataclass(frozen=True, kw_only=True)
 class BoostSettings(Group):
-    """Business rules: source tiers, freshness, latest version."""
+    """Business rules: source tiers and freshness."""
 
     NAME: ClassVar[str] = "boost"
     TITLE: ClassVar[str] = "boost: business rules (source tiers, freshness)"
@@ -463,8 +478,8 @@ class BoostSettings(Group):
     )
     freshness_weight: float = opt(
         0.0,
-        help="boost of a source dated today (source_version as ISO date), halved every "
-        "--freshness-half-life-days; 0 disables",
+        help="boost of a source dated today (its meta updated or published date, else a source_version that is "
+        "an ISO date), halved every --freshness-half-life-days; 0 disables",
     )
     freshness_half_life_days: float = opt(365.0, help="half-life of the freshness boost")
 

@@ -43,13 +43,31 @@ def parse_date(value: str | None) -> date | None:
         return None
 
 
+def content_date(hit: Hit) -> date | None:
+    """The date freshness reads: ``meta.updated``, else ``meta.published`` (declared in front matter, a JSONL
+    line, ``--meta`` or ``--updated-from-mtime``), else a ``source_version`` that starts with an ISO date; None
+    when the hit has none of them (a file ingested with a ``sha256:`` version and no dates gets no freshness
+    boost, rather than one guessed).
+
+    Args:
+        hit: The candidate.
+    """
+    for name in ("updated", "published"):
+        value = hit.meta.get(name) if hit.meta else None
+        if isinstance(value, str):
+            dated = parse_date(value)
+            if dated is not None:
+                return dated
+    return parse_date(hit.source_version)
+
+
 @dataclass(frozen=True)
 class BusinessRules:
     """Soft ranking rules; every weight 0 (the default) means the stage changes nothing.
 
     Args:
         source_tiers: ``source_id`` glob -> boost; the first matching pattern wins (authority / tier).
-        freshness_weight: Boost of a source dated ``today``, halved every ``half_life_days``.
+        freshness_weight: Boost of a source dated ``today`` (:func:`content_date`), halved every ``half_life_days``.
         half_life_days: Freshness half-life.
         today: Reference date for freshness (None = today's date).
         learned: Optional learned scorer added as contribution ``learned``.
@@ -95,7 +113,7 @@ def contributions(hits: Sequence[Hit], rules: BusinessRules) -> list[dict[str, f
                 parts["authority"] = float(boost)
                 break
         if rules.freshness_weight > 0:
-            dated = parse_date(h.source_version)
+            dated = content_date(h)
             if dated is not None:
                 age = max((today - dated).days, 0)
                 parts["freshness"] = rules.freshness_weight * math.pow(0.5, age / rules.half_life_days)

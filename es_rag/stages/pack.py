@@ -28,7 +28,7 @@ from es_rag.errors import ConfigError
 from es_rag.records import Hit, is_content_digest
 from es_rag.stages.base import StageOutput
 
-PROMPT_VERSION = "ctx-2"
+PROMPT_VERSION = "ctx-3"
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,23 @@ _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
 )
+
+
+def _attribute(value: str) -> str:
+    """A block attribute value (title, URL or path) on one line, without the quote or the ``<<``/``>>`` that
+    delimit a block header."""
+    return " ".join(value.split()).replace('"', "'").replace("<<", "< <").replace(">>", "> >")
+
+
+def _block_date(hit: Hit) -> str | None:
+    """The date a block shows: ``meta.updated``, ``published`` or ``valid_from``, when it says more than the
+    version (a version that is itself that date is not repeated)."""
+    for name in ("updated", "published", "valid_from"):
+        value = hit.meta.get(name) if hit.meta else None
+        if isinstance(value, str) and value:
+            day = value[:10]
+            return None if day == (hit.source_version or "")[:10] else day
+    return None
 
 
 def _fence(texts: Sequence[str]) -> str:
@@ -173,6 +190,9 @@ def _pack(
                     "section": " > ".join(h.heading_path).replace('"', "'"),
                     "start_offset": h.start_offset,
                     "end_offset": h.end_offset,
+                    "title": _attribute(h.title),
+                    "location": _attribute(str(h.meta.get("url") or h.source_path or "")),
+                    "date": _block_date(h),
                     "text": h.text,
                 }
             )

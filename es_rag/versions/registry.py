@@ -48,6 +48,8 @@ from es_rag.es_request import EsRequest
 from es_rag.settings import Settings
 
 VERSION_KEY_FIELD = "version_key"
+SUPERSEDED_FIELD = "superseded"
+"""Registry field listing the tenant's superseded source ids (every retriever excludes them)."""
 
 
 def version_key(source_id: str, source_version: str) -> str:
@@ -82,29 +84,58 @@ class VersionSnapshot:
     tenant_id: str
     index: str | None = None
     hidden: frozenset[str] = field(default_factory=frozenset)
+    superseded: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def restricts(self) -> bool:
-        """Whether :meth:`to_es` can hide anything (a lookup always may; an inline snapshot only with keys)."""
-        return self.index is not None or bool(self.hidden)
+        """Whether :meth:`to_es` can hide anything (a lookup always may; an inline snapshot only with keys or
+        superseded sources)."""
+        return self.index is not None or bool(self.hidden) or bool(self.superseded)
 
     def to_es(self) -> dict[str, Any]:
-        """Filter clause excluding hidden versions (terms lookup on the registry document, or inline)."""
-        terms: Any = (
-            {"index": self.index, "id": self.tenant_id, "path": "hidden"}
-            if self.index is not None
-            else sorted(self.hidden)
-        )
-        return {"bool": {"must_not": [{"terms": {VERSION_KEY_FIELD: terms}}]}}
+        """Filter clause excluding hidden versions and superseded sources (terms lookups on the registry document,
+        or inline)."""
+        if self.index is not None:
+            lookup = {"index": self.index, "id": self.tenant_id}
+            return {
+                "bool": {
+                    "must_not": [
+                        {"terms": {VERSION_KEY_FIELD: {**lookup, "path": "hidden"}}},
+                        {"terms": {"source_id": {**lookup, "path": SUPERSEDED_FIELD}}},
+                    ]
+                }
+            }
+        must_not: list[dict[str, Any]] = [{"terms": {VERSION_KEY_FIELD: sorted(self.hidden)}}]
+        if self.superseded:
+            must_not.append({"terms": {"source_id": sorted(self.superseded)}})
+        return {"bool": {"must_not": must_not}}
 
     def allows(self, source: Any) -> bool:
-        """Whether a stored document is served (documents without ``version_key`` always are).
+        """Whether a stored document is served (documents without ``version_key`` always are, unless their source
+        is superseded).
 
         Args:
             source: The stored document.
         """
+        if self.superseded and str(source.get("source_id")) in self.superseded:
+            return False
         key = source.get(VERSION_KEY_FIELD)
         return key is None or str(key) not in self.hidden
+
+    @classmethod
+    def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> VersionSnapshot:
+        """The inline snapshot of a stored registry document (None: nothing hidden).
+
+        Args:
+            tenant_id: The tenant.
+            doc: ``_source`` of the registry document.
+        """
+        doc = doc or {}
+        return cls(
+            tenant_id,
+            hidden=frozenset(str(k) for k in doc.get("hidden") or []),
+            superseded=frozenset(str(k) for k in doc.get(SUPERSEDED_FIELD) or []),
+        )
 
 
 @dataclass
@@ -114,6 +145,7 @@ class RegistryState:
     tenant_id: str
     active: dict[str, str] = field(default_factory=dict)
     hidden: list[str] = field(default_factory=list)
+    superseded_by: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> RegistryState:
@@ -124,11 +156,38 @@ class RegistryState:
             doc: ``_source`` of the registry document.
         """
         doc = doc or {}
-        return cls(tenant_id, dict(doc.get("active") or {}), list(doc.get("hidden") or []))
+        return cls(
+            tenant_id,
+            dict(doc.get("active") or {}),
+            list(doc.get("hidden") or []),
+            {str(k): str(v) for k, v in (doc.get("superseded_by") or {}).items()},
+        )
 
     def to_doc(self) -> dict[str, Any]:
         """The registry document body."""
-        return {"tenant_id": self.tenant_id, "active": dict(sorted(self.active.items())), "hidden": sorted(self.hidden)}
+        doc: dict[str, Any] = {
+            "tenant_id": self.tenant_id,
+            "active": dict(sorted(self.active.items())),
+            "hidden": sorted(self.hidden),
+        }
+        if self.superseded_by:
+            doc["superseded_by"] = dict(sorted(self.superseded_by.items()))
+            doc[SUPERSEDED_FIELD] = sorted(self.superseded_by)
+        return doc
+
+    def supersede(self, source_id: str, targets: Sequence[str]) -> None:
+        """Record that ``source_id`` replaces ``targets`` (its ``meta.supersedes``), replacing what it declared
+        before: every version of a target is hidden from then on, whenever it is (re-)ingested, until the
+        superseding source is deleted or stops declaring it.
+
+        Args:
+            source_id: The superseding source, just committed.
+            targets: The source ids it supersedes (itself is ignored).
+        """
+        self.superseded_by = {k: v for k, v in self.superseded_by.items() if v != source_id}
+        for target in targets:
+            if target != source_id:
+                self.superseded_by[target] = source_id
 
     def begin(self, source_id: str, source_version: str) -> bool:
         """Hide ``source_version`` while it is written; False when it is already the active version
@@ -179,11 +238,16 @@ class RegistryState:
         Args:
             source_id: Source id.
         """
+        self._release(source_id)
         version = self.active.pop(source_id, None)
         if version is not None:
             key = version_key(source_id, version)
             if key not in self.hidden:
                 self.hidden.append(key)
+
+    def _release(self, source_id: str) -> None:
+        """A source leaving: what it superseded is served again, and it is no longer recorded as superseded."""
+        self.superseded_by = {k: v for k, v in self.superseded_by.items() if v != source_id and k != source_id}
 
     def drop_source(self, source_id: str) -> None:
         """Forget a deleted source entirely.
@@ -191,6 +255,7 @@ class RegistryState:
         Args:
             source_id: Source id.
         """
+        self._release(source_id)
         self.active.pop(source_id, None)
         prefix = source_id + "@"
         self.hidden = [k for k in self.hidden if not k.startswith(prefix)]

@@ -7,7 +7,7 @@ of a purge. The stores live with their backends: :class:`es_rag.elasticsearch.ve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,8 +113,11 @@ class VersionStore(Protocol):
         """Make written documents searchable."""
         ...
 
-    def commit(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """Serve ``pairs`` in one registry write; returns the retired ``(source_id, old_version)``."""
+    def commit(
+        self, tenant_id: str, pairs: Sequence[Pair], supersedes: Mapping[str, Sequence[str]] | None = None
+    ) -> list[Pair]:
+        """Serve ``pairs`` (and record what they supersede) in one registry write; returns the retired
+        ``(source_id, old_version)``."""
         ...
 
     def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
@@ -151,13 +154,19 @@ class RegistryOps:
         """
         return list(self._update(tenant_id, lambda st: [p for p in pairs if st.begin(*p)]))
 
-    def commit(self, tenant_id: str, pairs: Sequence[Pair]) -> list[Pair]:
-        """The atomic switch: one registry update serves ``pairs`` and hides their previous versions.
+    def commit(
+        self, tenant_id: str, pairs: Sequence[Pair], supersedes: Mapping[str, Sequence[str]] | None = None
+    ) -> list[Pair]:
+        """The atomic switch: one registry update serves ``pairs``, hides their previous versions and records the
+        sources each of them supersedes (hidden from the same snapshot on).
 
         Args:
             tenant_id: The tenant.
             pairs: ``(source_id, new_version)`` fully written and refreshed.
+            supersedes: ``source_id -> superseded source ids`` of the committed sources (their
+                ``meta.supersedes``; a committed source missing here keeps none).
         """
+        declared = dict(supersedes or {})
 
         first_read: list[dict[str, str | None]] = []  # the active versions at the first read (one entry)
 
@@ -175,6 +184,7 @@ class RegistryOps:
                 before = first_read[0].get(source_id)
                 if before is not None and before != version and version_key(source_id, before) in st.hidden:
                     retired.add((source_id, before))
+                st.supersede(source_id, declared.get(source_id, ()))
             return sorted(retired)
 
         return list(self._update(tenant_id, change))

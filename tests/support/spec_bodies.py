@@ -49,6 +49,7 @@ from es_rag.elasticsearch.bodies import (
 from es_rag.elasticsearch.probe import privileges_request
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
+from es_rag.metadata import MetadataSchema, Validity, parse_filters
 from es_rag.records import Chunk
 from es_rag.settings import Analyzer, Settings, Similarity
 from es_rag.versions.registry import (
@@ -110,6 +111,8 @@ SEARCH_VARIANTS: dict[str, Settings] = {
     "k=10,nc=500,rc=20": Settings(candidate_k=10, num_candidates=500, rerank_k=10, context_k=3, rank_constant=20),
 }
 
+_SCHEMA = MetadataSchema()
+
 #: Hard filters of the search bodies (name -> filter).
 FILTERS: dict[str, SearchFilter] = {
     "public-only": SearchFilter("acme"),
@@ -124,21 +127,40 @@ FILTERS: dict[str, SearchFilter] = {
         # keyword fields of the chunk mapping (the mapping is `dynamic: strict`)
         metadata={"source_id": ("handbook", "faq"), "chunker_version": ("structure-v1",)},
     ),
+    # seed 004's "EU regulations tag, 2023 or later", a type exclusion and a fixed validity day
+    "conditions+as-of": SearchFilter(
+        "acme",
+        conditions=parse_filters(["tags=eu-regulation", "published>=2023", "doc_type!=draft,archived"], _SCHEMA),
+        validity=Validity("2026-04-30"),
+    ),
+    "no-validity": SearchFilter("acme", validity=None),
 }
 
 
 #: The clauses each filter must put in every retriever, written out by hand from the requirement (tenant term, the
 #: caller's groups plus ``public``, metadata terms, the version gate's terms lookup on the registry document), never
 #: computed by ``SearchFilter.to_es`` -- the code under test.
+_VALID_NOW = {
+    "bool": {
+        "must_not": [
+            {"range": {"meta.valid_from": {"gt": "now/d"}}},
+            {"range": {"meta.valid_to": {"lt": "now/d"}}},
+        ]
+    }
+}
 FILTER_CLAUSES: dict[str, list[dict[str, Any]]] = {
-    "public-only": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["public"]}}],
-    "acl=support": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["support", "public"]}}],
+    "public-only": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["public"]}}, _VALID_NOW],
+    "acl=support": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["support", "public"]}}, _VALID_NOW],
     "acl=support+versions": [
         {"term": {"tenant_id": "acme"}},
         {"terms": {"acl": ["support", "public"]}},
+        _VALID_NOW,
         {
             "bool": {
-                "must_not": [{"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}}]
+                "must_not": [
+                    {"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}},
+                    {"terms": {"source_id": {"index": "es-rag-versions", "id": "acme", "path": "superseded"}}},
+                ]
             }
         },
     ],
@@ -147,7 +169,24 @@ FILTER_CLAUSES: dict[str, list[dict[str, Any]]] = {
         {"terms": {"acl": ["support", "eng", "public"]}},
         {"terms": {"source_id": ["handbook", "faq"]}},
         {"terms": {"chunker_version": ["structure-v1"]}},
+        _VALID_NOW,
     ],
+    "conditions+as-of": [
+        {"term": {"tenant_id": "acme"}},
+        {"terms": {"acl": ["public"]}},
+        {"terms": {"meta.tags": ["eu-regulation"]}},
+        {"range": {"meta.published": {"gte": "2023-01-01||/y"}}},
+        {"bool": {"must_not": [{"terms": {"meta.doc_type": ["draft", "archived"]}}]}},
+        {
+            "bool": {
+                "must_not": [
+                    {"range": {"meta.valid_from": {"gt": "2026-04-30||/d"}}},
+                    {"range": {"meta.valid_to": {"lt": "2026-04-30||/d"}}},
+                ]
+            }
+        },
+    ],
+    "no-validity": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["public"]}}],
 }
 
 

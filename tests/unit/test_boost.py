@@ -116,3 +116,20 @@ def test_the_stage_without_rules_changes_nothing() -> None:
 def test_latest_version_boost_is_refused_with_the_reason() -> None:
     with pytest.raises(ConfigError, match=r"setting 'latest_version_boost' was removed: the version gate serves"):
         Settings(latest_version_boost=0.2)
+
+
+def test_freshness_reads_declared_dates_before_the_version() -> None:
+    """Seed-audit row 53: a file ingested with a content-digest version is dated by its metadata (front matter,
+    ``--meta`` or ``--updated-from-mtime``): updated first, then published; without either, no freshness."""
+    rules = BusinessRules(freshness_weight=0.4, half_life_days=10.0, today=date(2026, 5, 21))
+    digest = "sha256:0123456789abcdef"
+    hits = [
+        Hit(chunk_id="u", source_id="u", text="", tenant_id="t", source_version=digest,
+            meta={"updated": "2026-05-11", "published": "2020-01-01"}),
+        Hit(chunk_id="p", source_id="p", text="", tenant_id="t", source_version=digest,
+            meta={"published": "2026-05-01"}),
+        Hit(chunk_id="v", source_id="v", text="", tenant_id="t", source_version="2026-05-21"),
+        Hit(chunk_id="n", source_id="n", text="", tenant_id="t", source_version=digest),
+    ]  # fmt: skip
+    # 10 days old: 0.4 * 0.5; 20 days: 0.4 * 0.25; today: 0.4; undated: nothing
+    assert contributions(hits, rules) == [{"freshness": 0.2}, {"freshness": 0.1}, {"freshness": 0.4}, {}]

@@ -63,7 +63,16 @@ CHUNKS_INDEX = SETTINGS.chunk_index  # es-rag-chunks
 SEARCH = f"/{CHUNKS_INDEX}/_search"
 MSEARCH = f"/{CHUNKS_INDEX}/_msearch"
 FLT = SearchFilter("acme", ("eng",))
-FLT_CLAUSES = [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["eng", "public"]}}]
+VALIDITY = {
+    "bool": {
+        "must_not": [
+            {"range": {"meta.valid_from": {"gt": "now/d"}}},
+            {"range": {"meta.valid_to": {"lt": "now/d"}}},
+        ]
+    }
+}
+"""Every search's validity clause at the request's day (es_rag.metadata.Validity, written out by hand)."""
+FLT_CLAUSES = [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["eng", "public"]}}, VALIDITY]
 QVEC = np.array([0.1, -0.2, 0.3, 0.4], dtype=np.float32)
 
 
@@ -305,6 +314,7 @@ def test_native_retrieve_with_metadata_filter_and_weights_keeps_filter_in_each_c
         {"term": {"tenant_id": "acme"}},
         {"terms": {"acl": ["eng", "ops", "public"]}},
         {"terms": {"lang": ["en", "de"]}},
+        VALIDITY,
     ]
     children = node.requests[0].body["retriever"]["rrf"]["retrievers"]
     assert [c["weight"] for c in children] == [2.0, 0.5]

@@ -17,6 +17,18 @@ def test_clauses() -> None:
         {"term": {"tenant_id": "acme"}},
         {"terms": {"acl": ["support", "public"]}},
         {"terms": {"lang": ["ja"]}},
+        {
+            "bool": {
+                "must_not": [
+                    {"range": {"meta.valid_from": {"gt": "now/d"}}},
+                    {"range": {"meta.valid_to": {"lt": "now/d"}}},
+                ]
+            }
+        },
+    ]
+    assert SearchFilter("acme", validity=None).to_es() == [
+        {"term": {"tenant_id": "acme"}},
+        {"terms": {"acl": ["public"]}},
     ]
 
 
@@ -32,9 +44,19 @@ def test_reserved_metadata_keys() -> None:
 
 
 def _es_eval(clauses, doc) -> bool:  # type: ignore[no-untyped-def]
-    """Evaluate term/terms clauses as Elasticsearch would on keyword fields (any value matches)."""
+    """Evaluate term/terms clauses as Elasticsearch would on keyword fields (any value matches); a bool's must_not
+    excludes what one of its clauses matches, and a range on a field the document lacks matches nothing."""
     for c in clauses:
         kind, body = next(iter(c.items()))
+        if kind == "bool":
+            if any(_es_eval([sub], doc) for sub in body["must_not"]):
+                return False
+            continue
+        if kind == "range":
+            ((field, _),) = body.items()
+            if doc.get(field) is None:
+                return False
+            raise AssertionError("this oracle evaluates ranges on missing fields only")
         ((field, want),) = body.items()
         have = doc.get(field)
         have = set(have) if isinstance(have, list) else ({have} if have is not None else set())

@@ -193,7 +193,12 @@ def test_gate_in_filter_and_predicate() -> None:
     gate = VersionSnapshot("acme", index="es-rag-versions", hidden=frozenset({"g@v1"}))
     flt = SearchFilter("acme").with_versions(gate)
     assert flt.to_es()[-1] == {
-        "bool": {"must_not": [{"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}}]}
+        "bool": {
+            "must_not": [
+                {"terms": {"version_key": {"index": "es-rag-versions", "id": "acme", "path": "hidden"}}},
+                {"terms": {"source_id": {"index": "es-rag-versions", "id": "acme", "path": "superseded"}}},
+            ]
+        }
     }
     base = {"tenant_id": "acme", "acl": ["public"]}
     assert not flt.matches({**base, "version_key": "g@v1"})

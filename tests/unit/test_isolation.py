@@ -10,6 +10,8 @@ retriever of the ``rrf`` / ``linear`` retriever and every ``_msearch`` search ca
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -84,6 +86,9 @@ def _clauses(clauses: list[dict]) -> set[tuple[str, str, frozenset[str]]]:  # ty
     out = set()
     for clause in clauses:
         ((kind, spec),) = clause.items()
+        if kind == "bool":  # the validity clause: compared as written
+            out.add((kind, json.dumps(spec, sort_keys=True), frozenset()))
+            continue
         ((fld, value),) = spec.items()
         out.add((kind, fld, frozenset(value if isinstance(value, list) else [value])))
     return out
@@ -126,6 +131,13 @@ def test_no_hit_crosses_tenant_acl_or_metadata(docs, tenant, groups, sources, qu
     expected = {("term", "tenant_id", frozenset([tenant])), ("terms", "acl", frozenset([*groups, "public"]))}
     if sources:
         expected.add(("terms", "source_id", frozenset(sources)))
+    validity = {
+        "must_not": [
+            {"range": {"meta.valid_from": {"gt": "now/d"}}},
+            {"range": {"meta.valid_to": {"lt": "now/d"}}},
+        ]
+    }
+    expected.add(("bool", json.dumps(validity, sort_keys=True), frozenset()))
     for native in (True, False):
         (req,) = search_requests(query, vec, flt, s, native=native)
         bodies = req.body[1::2] if not native else [req.body]

@@ -47,7 +47,16 @@ SEM = Settings(
     rerank_model=None,
 )
 FLT = SearchFilter("acme", ("eng",))
-FLT_CLAUSES = [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["eng", "public"]}}]
+VALIDITY = {
+    "bool": {
+        "must_not": [
+            {"range": {"meta.valid_from": {"gt": "now/d"}}},
+            {"range": {"meta.valid_to": {"lt": "now/d"}}},
+        ]
+    }
+}
+"""Every search's validity clause at the request's day (es_rag.metadata.Validity, written out by hand)."""
+FLT_CLAUSES = [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["eng", "public"]}}, VALIDITY]
 SECTION_TEXT = "Keys rotate every 90 days. To rotate now, open Settings > API and press Rotate."
 SEARCH = f"/{SEM.chunk_index}/_search"
 MSEARCH = f"/{SEM.chunk_index}/_msearch"

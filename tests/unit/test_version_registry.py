@@ -51,10 +51,25 @@ def test_snapshot_restricts_with_a_lookup_or_hidden_keys() -> None:
 def test_snapshot_to_es_lookup_and_inline() -> None:
     lookup = VersionSnapshot("acme", index="kb-versions", hidden=frozenset({"g@v1"}))
     assert lookup.to_es() == {
-        "bool": {"must_not": [{"terms": {"version_key": {"index": "kb-versions", "id": "acme", "path": "hidden"}}}]}
+        "bool": {
+            "must_not": [
+                {"terms": {"version_key": {"index": "kb-versions", "id": "acme", "path": "hidden"}}},
+                {"terms": {"source_id": {"index": "kb-versions", "id": "acme", "path": "superseded"}}},
+            ]
+        }
     }
     inline = VersionSnapshot("acme", hidden=frozenset({"z@1", "a@2", "m@3"}))
     assert inline.to_es() == {"bool": {"must_not": [{"terms": {"version_key": ["a@2", "m@3", "z@1"]}}]}}
+    both = VersionSnapshot("acme", hidden=frozenset({"a@2"}), superseded=frozenset({"old-b", "old-a"}))
+    assert both.to_es() == {
+        "bool": {
+            "must_not": [
+                {"terms": {"version_key": ["a@2"]}},
+                {"terms": {"source_id": ["old-a", "old-b"]}},
+            ]
+        }
+    }
+    assert VersionSnapshot("acme", superseded=frozenset({"old"})).restricts is True
 
 
 def test_snapshot_allows() -> None:

@@ -6,19 +6,20 @@ import argparse
 from typing import Any
 
 from es_rag.cli.options import (
-    acl_groups,
+    add_filters,
     add_principal,
     add_settings,
     add_target,
     connect,
     non_empty_query,
+    search_filter,
     settings_from_args,
     uses_cluster,
 )
 
 HELP = "print the Elasticsearch request(s) a search sends (no cluster needed)"
 SCOPE = {
-    "index": ("prefix",),
+    "index": ("prefix", "metadata_fields"),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
     "retrieve": None,
     "fusion": None,
@@ -48,6 +49,7 @@ def register(sub: Any) -> None:
         help="print the _search/template call of the stored hybrid template (with its params) instead",
     )
     add_principal(p)
+    add_filters(p)
     add_target(p, embedded=False)
     add_settings(p, SCOPE)
 
@@ -59,10 +61,9 @@ def run(args: argparse.Namespace) -> int:
         args: Parsed arguments.
     """
     from es_rag.explain import explain_text
-    from es_rag.filters import SearchFilter
 
     settings = settings_from_args(args)
-    flt = SearchFilter(args.tenant, acl_groups(args.acl))
+    flt = search_filter(args, settings)
     backend = connect(args, settings) if uses_cluster(args) else None
     if args.no_vector:
         # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.

@@ -25,7 +25,7 @@ from es_rag.cli.render import print_report, print_sources_problems, progress, wa
 
 HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
 SCOPE = {
-    "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
+    "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
     "chunking": None,
     "connection": None,
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         acl=owner_acl(args),
         report=report,
         exclude_dirs=[index_dir] if index_dir else [],
-        **source_kwargs(args),
+        **source_kwargs(args, settings),
     )
     if not docs and scopes is None:  # before any model or index is touched
         if args.json:

@@ -7,7 +7,7 @@ from typing import Any
 
 from es_rag.cli.options import (
     SEARCH_SCOPE,
-    acl_groups,
+    add_filters,
     add_json,
     add_mmr_preset,
     add_principal,
@@ -17,6 +17,7 @@ from es_rag.cli.options import (
     existing_index_dir,
     mmr_preset,
     non_empty_query,
+    search_filter,
     settings_from_args,
 )
 from es_rag.cli.render import print_json, print_result
@@ -34,6 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument("query", type=non_empty_query)
     add_json(p, "print hits, context and trace as JSON")
     add_principal(p)
+    add_filters(p)
     add_target(p)
     sections = add_settings(p, SEARCH_SCOPE)
     add_mmr_preset(sections["select"])
@@ -45,11 +47,10 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.filters import SearchFilter
     from es_rag.wiring import build_backend, build_embedder, build_pipeline
 
     settings = settings_from_args(args, presets=[mmr_preset(args)])
-    flt = SearchFilter(args.tenant, acl_groups(args.acl))
+    flt = search_filter(args, settings)
     index_dir = existing_index_dir(args)
     if index_dir is None:
         backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))

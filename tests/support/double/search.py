@@ -272,6 +272,13 @@ class Searcher:
         self.lookup = lookup
         self.embed = embed
         self._stats: dict[tuple[str, str], tuple[int, float, dict[str, int], dict[str, list[str]]]] = {}
+        self._now: int | None = None
+
+    def _now_ms(self) -> int:
+        """``SearchExecutionContext.nowInMillis``: one ``now`` per search request, read on first use."""
+        if self._now is None:
+            self._now = int(datetime.now(tz=timezone.utc).timestamp() * 1000)
+        return self._now
 
     # -- entry points ----------------------------------------------------------------------------------------
     def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -683,16 +690,7 @@ class Searcher:
             return 1.0 if doc_id in {str(v) for v in spec["values"]} else None
         if kind == "range":
             ((fld, ops),) = ((k, v) for k, v in spec.items() if k not in ("boost", "_name"))
-            vals = _values(doc, fld)
-            if not vals:
-                return None
-            v = vals[0]
-            for op, bound in ops.items():
-                if (op == "gt" and not v > bound) or (op == "gte" and not v >= bound):
-                    return None
-                if (op == "lt" and not v < bound) or (op == "lte" and not v <= bound):
-                    return None
-            return 1.0
+            return 1.0 if _range_matches(view, doc, fld, ops, self._now_ms()) else None
         if kind == "bool":
             total = 0.0
             for f in _as_list(spec.get("filter")):
@@ -1185,6 +1183,87 @@ def _semantic_query_text(body: Mapping[str, Any], fld: str) -> str | None:
     walk(body.get("query"))
     walk(body.get("retriever"))
     return found[0] if found else None
+
+
+_DAY_MS = 86_400_000
+_ANCHOR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+
+
+def _date_ms(value: Any) -> int:
+    """A stored date as the ``date`` field type indexes it (``strict_date_optional_time||epoch_millis``, UTC)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    text = str(value)
+    if text.isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    return int(moment.timestamp() * 1000)
+
+
+def _round(ms: int, unit: str, up: bool) -> int:
+    """``JavaDateMathParser`` rounding to ``/y``, ``/M`` or ``/d`` in UTC: down to the period's first millisecond,
+    up to its last."""
+    day = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    if unit == "d":
+        start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+        nxt = datetime.fromtimestamp(start.timestamp() + 86_400, tz=timezone.utc)
+    elif unit == "M":
+        start = datetime(day.year, day.month, 1, tzinfo=timezone.utc)
+        nxt = datetime(day.year + (day.month == 12), day.month % 12 + 1, 1, tzinfo=timezone.utc)
+    elif unit == "y":
+        start = datetime(day.year, 1, 1, tzinfo=timezone.utc)
+        nxt = datetime(day.year + 1, 1, 1, tzinfo=timezone.utc)
+    else:
+        raise DoubleLimit(f"date math rounding /{unit}")
+    return int((nxt.timestamp() if up else start.timestamp()) * 1000) - (1 if up else 0)
+
+
+def _date_bound(bound: Any, round_up: bool, now_ms: int) -> int:
+    """``DateFieldMapper.DateFieldType.parseToLong``: ``now``, ``now/u`` or ``<date>||/u`` (the date math the package
+    renders), else a date parsed with the field's format. ``rangeQuery`` rounds the lower bound up when it is
+    exclusive (``gt``) and the upper bound up when it is inclusive (``lte``)."""
+    text = str(bound)
+    if text.startswith("now"):
+        rest = text[3:]
+        if rest == "":
+            return now_ms
+        if rest.startswith("/") and len(rest) == 2:
+            return _round(now_ms, rest[1], round_up)
+        raise DoubleLimit(f"date math {text!r}")
+    if "||" in text:
+        anchor, math_part = text.split("||", 1)
+        if not _ANCHOR_RE.match(anchor) or not (math_part.startswith("/") and len(math_part) == 2):
+            raise DoubleLimit(f"date math {text!r}")
+        return _round(_date_ms(anchor), math_part[1], round_up)
+    return _date_ms(text)
+
+
+def _range_matches(view: IndexView, doc: Mapping[str, Any], fld: str, ops: Mapping[str, Any], now_ms: int) -> bool:
+    """``RangeQueryBuilder`` on one document: a multi-valued field matches when one value lies in the range; an
+    unmapped or missing field matches nothing. Dates per ``DateFieldType.rangeQuery`` (date math, rounding);
+    numbers as doubles; keywords as terms."""
+    spec = _resolve_field(view.fields, fld)
+    if spec is None:
+        return False
+    bounds = {op: b for op, b in ops.items() if op in ("gt", "gte", "lt", "lte")}
+    if spec.type == "date":
+        limits = {op: _date_bound(b, op in ("gt", "lte"), now_ms) for op, b in bounds.items()}
+        points = [_date_ms(v) for v in _flatten(_values(doc, fld))]
+    elif spec.type in ("integer", "long", "float", "double"):
+        limits = {op: float(b) for op, b in bounds.items()}
+        points = [float(v) for v in _flatten(_values(doc, fld))]
+    elif spec.type == "keyword":
+        limits = {op: str(b) for op, b in bounds.items()}
+        points = [str(v) for v in _flatten(_values(doc, fld))]
+    else:
+        raise DoubleLimit(f"range on a [{spec.type}] field")
+
+    def inside(p: Any) -> bool:
+        checks = {"gt": lambda lim: p > lim, "gte": lambda lim: p >= lim, "lt": lambda lim: p < lim}
+        return all(checks.get(op, lambda lim: p <= lim)(lim) for op, lim in limits.items())
+
+    return any(inside(p) for p in points)
 
 
 def _values(doc: Mapping[str, Any], fld: str) -> list[Any]:
