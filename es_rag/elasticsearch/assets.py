@@ -28,7 +28,7 @@ from es_rag.errors import ConfigError, EsRagError
 from es_rag.es_request import EsRequest
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 7
+ASSET_VERSION = 8
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 CHUNK_PIPELINE_ASSET = {
