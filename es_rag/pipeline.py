@@ -82,7 +82,7 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
     Args:
         hit: The hit.
     """
-    return {
+    out: dict[str, Any] = {
         "chunk_id": hit.chunk_id,
         "source_id": hit.source_id,
         "source_version": hit.source_version,
@@ -98,6 +98,9 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
         "truncated": hit.truncated,
         "expanded_from": list(hit.expanded_from),
     }
+    if hit.visible_text is not None:  # HTML: ``text`` is the markup span, this is what the models read
+        out["visible_text"] = hit.visible_text
+    return out
 
 
 class RagPipeline:

@@ -32,7 +32,9 @@ LINEAGE_FIELDS = (
 class Chunk:
     """A child chunk (retrieval unit) or a parent section (generation unit) with its lineage.
 
-    ``text == source_text[start_offset:end_offset]`` always holds for the source the chunk came from.
+    ``text == source_text[start_offset:end_offset]`` always holds for the source the chunk came from. For a
+    source whose ``text`` is markup (HTML), ``visible_text`` is what a reader or a model should see of that span
+    (tags dropped, entities decoded, no contextual prefix); None = ``text`` is already that.
     """
 
     chunk_id: str
@@ -53,6 +55,7 @@ class Chunk:
     embedding_version: str | None = None
     contextual_text: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    visible_text: str | None = None
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -89,6 +92,8 @@ class Chunk:
         }
         if self.contextual_text is not None:
             doc["contextual_text"] = self.contextual_text
+        if self.visible_text is not None:
+            doc["visible_text"] = self.visible_text
         if self.parent_id is not None:
             doc["parent_id"] = self.parent_id
         if self.embedding_version is not None:
@@ -115,7 +120,12 @@ CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "e
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
-    """One retrieved candidate and the score every stage gave it (None = stage did not score it)."""
+    """One retrieved candidate and the score every stage gave it (None = stage did not score it).
+
+    ``text`` is the stored span (``source[start_offset:end_offset]``, raw markup for HTML); ``visible_text`` is its
+    visible text when the chunk was written with one (HTML). What the reranker and the LLM read is
+    :attr:`display_text`.
+    """
 
     chunk_id: str
     source_id: str
@@ -148,6 +158,14 @@ class Hit:
     reranker_model: str | None = None
     truncated: bool | None = None
     expanded_from: tuple[str, ...] = ()
+    visible_text: str | None = None
+
+    @property
+    def display_text(self) -> str:
+        """The text a reader, the cross-encoder and the LLM see: ``visible_text`` when the chunk has one (HTML:
+        tags dropped, entities decoded), else ``text`` (Markdown, plain text, or a chunk written by another tool
+        without the field). The offsets still index the original source."""
+        return self.visible_text if self.visible_text is not None else self.text
 
     def replace(self, **changes: Any) -> Hit:
         """Return a copy with ``changes`` applied.
@@ -187,6 +205,7 @@ class Hit:
             source_path=source.get("source_path"),
             meta=dict(source.get("meta") or {}),
             vector=vector,
+            visible_text=None if source.get("visible_text") is None else str(source["visible_text"]),
         )
 
     def scores(self) -> dict[str, float | None]:

@@ -14,7 +14,7 @@ from es_rag.chunking.chunkers import (
     StructureChunker,
     make_chunker,
 )
-from es_rag.chunking.html import HtmlLayout
+from es_rag.chunking.html import HtmlLayout, visible_text
 from es_rag.chunking.markdown import Section, TextLayout, parse_markdown, parse_plain
 from es_rag.chunking.spans import stable_chunk_id
 
@@ -34,4 +34,5 @@ __all__ = [
     "parse_markdown",
     "parse_plain",
     "stable_chunk_id",
+    "visible_text",
 ]

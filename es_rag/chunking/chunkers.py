@@ -18,7 +18,10 @@ overlap, parent size, contextual prefix, tokenizer):
 * ``parent-child`` -- ``structure`` children plus parents (the heading sections, or groups of
   consecutive children of at most ``parent_max_tokens``) for generation context; the default.
 
-With ``contextual=True`` the text the model embeds and ranks is ``title \\n heading > path \\n\\n text``,
+An HTML chunk also records its span's visible text in ``visible_text`` (what the reranker and the LLM read,
+:attr:`~es_rag.records.Hit.display_text`); its offsets still index the markup.
+
+With ``contextual=True`` the text the embedding model reads is ``title \\n heading > path \\n\\n text``,
 stored in ``contextual_text`` (the chunk ``text`` stays the source span) and the prefix's tokens are
 reserved in the child budget. ``token_count`` counts the text the model actually reads
 (``contextual_text`` when set, else ``text``); a chunk whose count exceeds the model's input limit is
@@ -268,10 +271,13 @@ class Chunker:
             piece = text[start:end]
             ctx: str | None = None
             header = self._header(layout, start, end) if kind == "child" else ""
+            # what a reader and the models see of an HTML span (no contextual prefix: ranking_text and the
+            # context name title and section themselves); Markdown/plain text is its own visible text
+            visible = layout.view(start, end) if html else None
             if kind == "child" and (self.contextual or html or header):
                 ctx = prefix(path) + header + layout.view(start, end)
             elif kind == "parent" and html:
-                ctx = layout.view(start, end)
+                ctx = visible
             return Chunk(
                 chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end, tenant_id),
                 source_id=source_id,
@@ -289,6 +295,7 @@ class Chunker:
                 kind=kind,
                 source_path=source_path,
                 contextual_text=ctx,
+                visible_text=visible,
             )
 
         parents: list[Chunk] = []

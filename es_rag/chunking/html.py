@@ -4,7 +4,9 @@ Decision (documented in ``docs/ingestion.md``): an HTML chunk's ``text`` is the 
 ``source[start_offset:end_offset]``, so citations and offsets point into the file exactly as for
 Markdown. What the model embeds and ranks is the span's *visible text* (tags dropped, entities decoded,
 ``script``/``style``/``template``/``head`` content excluded), recorded in ``contextual_text``; token
-counts and limits apply to that visible text.
+counts and limits apply to that visible text. What a reader, the cross-encoder and the LLM see is the same
+visible text without any contextual prefix, recorded in ``visible_text`` (``Hit.display_text``);
+:func:`visible_text` gives it for a markup span read on its own.
 
 Structure: ``h1``-``h6`` open sections (their visible text builds ``heading_path``); the blocks of a
 section are the outermost block elements that contain no heading (a ``table``, ``ul``, ``pre``, ``p``,
@@ -346,3 +348,14 @@ def _table_header(table: Node) -> Node | None:
     if rows and any(c.tag == "th" for c in rows[0].children):
         return rows[0]
     return None
+
+
+def visible_text(markup: str) -> str:
+    """Visible text of a markup span read on its own (tags dropped, entities decoded, ``script``/``style``/...
+    excluded, whitespace collapsed, block boundaries and ``<br>`` as line breaks): :meth:`HtmlLayout.view` of the
+    whole span.
+
+    Args:
+        markup: An HTML span, e.g. a chunk's ``text`` (``source[start_offset:end_offset]``).
+    """
+    return HtmlLayout(markup).view(0, len(markup)) if markup.strip() else ""

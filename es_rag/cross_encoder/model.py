@@ -1,7 +1,7 @@
 """Cross-encoder reranking (sentence-transformers ``CrossEncoder``), loaded lazily, batched.
 
 * The model sees a dedicated :func:`ranking_text` (title, section path, document type, version,
-  content), never raw JSON (seed 002 §18).
+  content), never raw JSON or HTML markup (seed 002 §18).
 * Each (query, passage) pair is tokenised **once** (fast tokenizer, whole batch); truncation and
   windowing are done on those token ids, and the padded ids go straight to the model's forward pass.
 * A passage longer than the model's limit is either truncated (strategy ``truncate``: head of the
@@ -33,7 +33,7 @@ from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.records import Hit, is_content_digest
 from es_rag.settings import Settings
 
-RANKING_TEXT_VERSION = "rt-3"
+RANKING_TEXT_VERSION = "rt-4"
 CALIBRATION_FILE = "es_rag_calibration.json"
 """Optional file in a cross-encoder directory: ``{"temperature": T, "bias": b, "threshold": t}`` fitted
 for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings override its values."""
@@ -46,12 +46,13 @@ def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, st
 
     Title, heading path, document type and version go in the header; internal ids, vectors, hashes
     and offsets never do (a version that is a content digest, :func:`is_content_digest`, is left out).
-    A chunk whose text is a JSON object/array is passed as its text (it is the chunk's content, not a
-    database record).
+    The content is the hit's :attr:`~es_rag.records.Hit.display_text`: for HTML its visible text (no tags or
+    entities, and no contextual prefix, so title and section are not said twice), else its text. A chunk whose
+    text is a JSON object/array is passed as its text (it is the chunk's content, not a database record).
 
     Args:
         hit: The candidate.
-        document_type: Document type label, when the corpus has one.
+        document_type: Document type label; default: the chunk's ``meta.doc_type``.
 
     Returns:
         ``(header, content)``; the header ends with ``"Content:\\n"``.
@@ -61,12 +62,15 @@ def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, st
         lines.append(f"Title: {hit.title}")
     if hit.heading_path:
         lines.append("Section: " + " > ".join(hit.heading_path))
+    if document_type is None:  # the declared type (es_rag.metadata: meta.doc_type), when the chunk has one
+        declared = hit.meta.get("doc_type") if hit.meta else None
+        document_type = ", ".join(declared) if isinstance(declared, list) else declared
     if document_type:
         lines.append(f"Document Type: {document_type}")
     if hit.source_version and not is_content_digest(hit.source_version):
         lines.append(f"Version: {hit.source_version}")
     lines.append("Content:")
-    return "\n".join(lines) + "\n", hit.text
+    return "\n".join(lines) + "\n", hit.display_text
 
 
 @dataclass(frozen=True)

@@ -266,6 +266,7 @@ class ElasticsearchBackend(ClusterAdmin):
                 channels[name] = [
                     h.replace(
                         text=spans[h.chunk_id].text,
+                        visible_text=spans[h.chunk_id].visible_text,
                         start_offset=spans[h.chunk_id].start_offset,
                         end_offset=spans[h.chunk_id].end_offset,
                         token_count=spans[h.chunk_id].token_count,

@@ -48,6 +48,7 @@ SOURCE_FIELDS = [
     "acl",
     "title",
     "text",
+    "visible_text",
     "token_count",
     "content_hash",
     "source_path",

@@ -273,7 +273,8 @@ def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> d
     component defines the analyzers its mappings name: it is validated alone when PUT).
 
     ``{"chunks": {"text": "kuromoji (es_rag_text)", "text.ident": "es_rag_identifier (custom, ...)", ...},
-    "parents": {...}}``; a component that is not installed is left out.
+    "parents": {...}}``; a component that is not installed is left out, and so is a text field that is not indexed
+    (``visible_text``: stored only, never analysed).
 
     Args:
         installed: ``GET`` answers of the setup paths (path -> body), as :meth:`ElasticsearchBackend.probe`
@@ -292,7 +293,7 @@ def installed_text_analyzers(installed: dict[str, Any], settings: Settings) -> d
         for fname, spec in props.items():
             if not isinstance(spec, dict):
                 continue
-            if spec.get("type") == "text":
+            if spec.get("type") == "text" and spec.get("index", True) is not False:  # a stored-only field: no analysis
                 fields[fname] = _describe_analyzer(str(spec.get("analyzer", "standard")), definitions)
             for sub, sub_spec in (spec.get("fields") or {}).items():
                 if isinstance(sub_spec, dict) and sub_spec.get("type") == "text":

@@ -29,7 +29,11 @@ def locate_server_chunk(section: Hit, fragment: str) -> Hit:
     if at < 0 or len(fragment) == len(section.text):
         return section
     start = section.start_offset + at
-    return section.replace(text=fragment, start_offset=start, end_offset=start + len(fragment), token_count=None)
+    # the fragment is a literal span of the stored text: it is its own visible text (a section's visible_text would
+    # describe the whole section)
+    return section.replace(
+        text=fragment, visible_text=None, start_offset=start, end_offset=start + len(fragment), token_count=None
+    )
 
 
 def hit_from_es(raw: dict[str, Any]) -> Hit:

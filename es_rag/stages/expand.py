@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from es_rag.chunking.html import visible_text
 from es_rag.errors import EsRagError
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
@@ -281,6 +282,34 @@ def merge_pieces(pieces: Sequence[Hit]) -> tuple[str, int | None, int | None]:
     return text, start, end
 
 
+def merge_visible(pieces: Sequence[Hit]) -> str | None:
+    """Visible text of the block :func:`merge_pieces` builds, when the pieces carry one (HTML); None otherwise.
+
+    A piece on its own keeps its stored ``visible_text``; pieces that overlap are one markup span of the source,
+    whose visible text is read from that span (:func:`es_rag.chunking.html.visible_text`); spans that do not
+    touch are joined by a blank line, as in :func:`merge_pieces`.
+
+    Args:
+        pieces: Children of one source with offsets.
+    """
+    if all(p.visible_text is None for p in pieces):
+        return None
+    runs: list[list[Hit]] = []
+    end: int | None = None
+    for p in sorted(pieces, key=lambda p: p.start_offset or 0):
+        if runs and p.start_offset is not None and p.end_offset is not None and end is not None:
+            if p.end_offset <= end:
+                continue  # contained in what we already have
+            if p.start_offset < end:
+                runs[-1].append(p)
+                end = p.end_offset
+                continue
+        if not runs or (p.end_offset is not None and end is not None):
+            end = p.end_offset
+        runs.append([p])
+    return "\n\n".join(run[0].display_text if len(run) == 1 else visible_text(merge_pieces(run)[0]) for run in runs)
+
+
 def expand_neighbors(
     hits: Sequence[Hit], backend: Any, flt: SearchFilter, *, window: int, refill: Refill | None = None
 ) -> StageOutput:
@@ -385,6 +414,7 @@ def expand_neighbors(
             members[0].replace(
                 **_max_scores(members),
                 text=text,
+                visible_text=merge_visible(pieces_list),
                 start_offset=start,
                 end_offset=end,
                 token_count=None,

@@ -2,7 +2,9 @@
 
 Blocks are counted in model tokens with a configurable tokenizer (default: the embedding model's);
 the most relevant evidence goes to the head and the tail of the context, the weakest in the middle
-("lost in the middle"). Each block is delimited by a fence derived from a hash of all block texts,
+("lost in the middle"). A block's text is the hit's ``display_text`` (an HTML chunk's visible text, not its
+markup), and the budget counts that rendered text; its offsets still index the original source. Each block is
+delimited by a fence derived from a hash of all block texts,
 so retrieved text cannot forge a delimiter, and citation ids in an answer can be validated against
 the packed set with :func:`validate_citations`.
 
@@ -193,10 +195,11 @@ def _pack(
                     "title": _attribute(h.title),
                     "location": _attribute(str(h.meta.get("url") or h.source_path or "")),
                     "date": _block_date(h),
-                    "text": h.text,
+                    # what the model reads (HTML: the visible text); the offsets still index the source
+                    "text": h.display_text,
                 }
             )
-        return tmpl.render(blocks=blocks, fence=_fence([h.text for h in selection]))
+        return tmpl.render(blocks=blocks, fence=_fence([h.display_text for h in selection]))
 
     def place(hit: Hit) -> int | None:
         """Pack ``hit`` when it fits and return None; else the tokens it would take."""

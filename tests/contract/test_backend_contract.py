@@ -4,6 +4,7 @@ embedded backend, on the Elasticsearch backend against the strict cluster double
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -151,3 +152,23 @@ def test_sources_lists_each_source_with_its_served_version_and_counts(backend: A
     assert (guide.active_version, guide.chunks, guide.versions, guide.parents) == ("v2", 1, {"v1": 3, "v2": 1}, 2)
     assert [s.source_id for s in backend.version_store().sources("globex")] == ["guide"]
     assert backend.version_store().sources("initech") == []
+
+
+def test_visible_text_is_stored_and_optional(backend: Any) -> None:
+    """An HTML chunk's ``visible_text`` comes back from search, neighbours and parents alike; a chunk without it
+    (Markdown, or a document another tool wrote) comes back without it and is shown as its text."""
+    markup = "<p>Reset the <b>password</b> &amp; the token</p>"
+    shown = "Reset the password & the token"
+    html = dataclasses.replace(chunk("h1", markup, source="page.html", parent="p-page"), visible_text=shown)
+    plain = chunk("h2", "reset the password by hand", source="page.html", parent="p-page", start=len(markup) + 1)
+    parent = dataclasses.replace(
+        chunk("p-page", markup, source="page.html", parent=None, kind="parent"), visible_text=shown
+    )
+    load(backend, [html, plain], [parent])
+    got = {h.chunk_id: h for h in retrieve(backend, "reset the password", ACME)}
+    assert got["h1"].text == markup and got["h1"].visible_text == shown and got["h1"].display_text == shown
+    assert got["h2"].visible_text is None and got["h2"].display_text == "reset the password by hand"
+    flt = backend.snapshot_versions(ACME)
+    assert backend.get_parents(["p-page"], flt)["p-page"].display_text == shown
+    (neighbour,) = backend.get_neighbors([got["h2"]], flt, 1)["h2"]
+    assert neighbour.chunk_id == "h1" and neighbour.display_text == shown

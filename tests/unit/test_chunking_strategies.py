@@ -17,6 +17,7 @@ from es_rag.chunking import (
     Strategy,
     StructureChunker,
     make_chunker,
+    visible_text,
 )
 from es_rag.errors import ConfigError, InputError
 
@@ -80,6 +81,27 @@ def test_html_implied_end_tags_and_entities(minilm_tokenizer) -> None:  # type: 
     layout = HtmlLayout(html)
     (section,) = layout.sections
     assert layout.view(section.start, section.end) == "Title\nOne <b> para\nTwo para\na\nb"
+
+
+def test_html_chunks_record_their_visible_text_without_contextual_prefix(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19 item 5: what the reranker and the LLM read of an HTML chunk is the span's visible text; the contextual
+    prefix (title, section) stays in ``contextual_text`` only, so ranking_text and the context do not say it twice."""
+    for contextual in (False, True):
+        chunks = run(make_chunker(minilm_tokenizer, strategy="parent-child", contextual=contextual), HTML, "html")
+        layout = HtmlLayout(HTML)
+        assert {c.kind for c in chunks} == {"parent", "child"}
+        for c in chunks:
+            assert HTML[c.start_offset : c.end_offset] == c.text  # text and offsets: the markup, as before
+            assert c.visible_text == layout.view(c.start_offset, c.end_offset) == visible_text(c.text)
+            assert c.to_source()["visible_text"] == c.visible_text
+            assert "<" not in c.visible_text and "&amp;" not in c.visible_text and "color: red" not in c.visible_text
+            assert not c.visible_text.startswith("Acme & Co handbook")
+            if contextual and c.kind == "child":
+                assert c.contextual_text is not None and c.contextual_text.startswith("Acme & Co handbook\nPolicy")
+    table = next(c for c in chunks if c.kind == "child" and "<table>" in c.text)
+    assert "Free\nyes & no" in (table.visible_text or "")
+    markdown = run(make_chunker(minilm_tokenizer, strategy="parent-child", contextual=True), "# T\n\nA & <b>.\n")
+    assert all(c.visible_text is None and "visible_text" not in c.to_source() for c in markdown)
 
 
 def test_fixed_windows_follow_seed_000_arithmetic(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -251,3 +273,5 @@ def test_property_html_offsets_exact(minilm_tokenizer, text) -> None:  # type: i
     _check(minilm_tokenizer, chunks, text, 24)
     for c in chunks:
         assert "x<y" not in (c.contextual_text or "")  # script content never reaches the model
+        assert c.visible_text is not None and "x<y" not in c.visible_text
+        assert visible_text(c.text) == c.visible_text  # the span read alone gives the same visible text

@@ -3,12 +3,15 @@ merging empties (from the ranked remainder, under the caps and the filter)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from es_rag.chunking import visible_text
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.records import Chunk, Hit
-from es_rag.stages.expand import Refill, expand_neighbors, expand_parents, fallbacks, merge_pieces
+from es_rag.stages.expand import Refill, expand_neighbors, expand_parents, fallbacks, merge_pieces, merge_visible
 from es_rag.stages.pack import Fallback
 
 SOURCE = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
@@ -204,3 +207,40 @@ def test_each_expanded_block_falls_back_to_the_units_it_holds() -> None:
     plain = as_hit(chunk("c4", 46, 56), 0.5)
     assert fallbacks([parent, plain], [c3, c1]) == {"P": Fallback(label="parent P", children=(c3, c1))}
     assert fallbacks([block], [c1, c2]) == {"c1": Fallback(label="neighbour block of c1", children=(c1, c2))}
+
+
+HTML = "<p>One &amp; two</p>\n<p>Three <b>four</b></p>\n<p>Five&nbsp;six</p>"
+P1, P2, P3 = ((m, HTML.index("</p>", m) + 4) for m in (0, HTML.index("<p>Three"), HTML.index("<p>Five")))
+
+
+def html_chunk(cid: str, start: int, end: int, *, kind: str = "child") -> Chunk:
+    c = chunk(cid, 0, 1, kind=kind, parent=None if kind == "parent" else "HP", source="page.html")
+    return dataclasses.replace(
+        c, start_offset=start, end_offset=end, text=HTML[start:end], visible_text=visible_text(HTML[start:end])
+    )
+
+
+def test_html_neighbour_blocks_and_parents_show_visible_text_and_keep_the_markup_offsets() -> None:
+    be = EmbeddedBackend(None, dims=2)
+    parts = [html_chunk("h1", *P1), html_chunk("h2", *P2), html_chunk("h3", *P3)]
+    assert be.index(parts, [html_chunk("HP", 0, len(HTML), kind="parent")]).failed == []
+    flt = SearchFilter("A")
+    res = expand_neighbors([as_hit(parts[1], 1.0)], be, flt, window=1)
+    (block,) = res.hits
+    assert (block.start_offset, block.end_offset) == (0, len(HTML))
+    assert block.text == HTML.replace("\n", "\n\n")  # the markup pieces, as merge_pieces writes them
+    assert block.display_text == "One & two\n\nThree four\n\nFive six"
+    (parent,) = expand_parents([as_hit(parts[0], 1.0)], be, flt, max_parent_tokens=100).hits
+    assert parent.text == HTML and parent.display_text == "One & two\nThree four\nFive six"
+
+
+def test_merge_visible_reads_overlapping_markup_as_one_span_and_leaves_plain_text_alone() -> None:
+    a = as_hit(html_chunk("a", 0, P2[1]), 1.0)  # first two paragraphs
+    b = as_hit(html_chunk("b", P2[0], len(HTML)), 1.0)  # last two: overlaps a
+    inner = as_hit(html_chunk("i", *P2), 1.0)  # contained in a
+    assert merge_visible([b, inner, a]) == "One & two\nThree four\nFive six" == visible_text(HTML)
+    assert merge_visible([as_hit(html_chunk("x", *P1), 1.0), as_hit(html_chunk("y", *P3), 1.0)]) == (
+        "One & two\n\nFive six"
+    )
+    plain = [as_hit(chunk("c0", 0, 10), 1.0), as_hit(chunk("c1", 11, 22), 1.0)]
+    assert merge_visible(plain) is None  # Markdown/plain pieces: the merged text is shown as it is

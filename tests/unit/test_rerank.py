@@ -12,6 +12,7 @@ import pytest
 
 from es_rag.cross_encoder.model import (
     CALIBRATION_FILE,
+    RANKING_TEXT_VERSION,
     Calibration,
     CrossEncoderReranker,
     aggregate,
@@ -46,6 +47,11 @@ def test_ranking_text_has_structure_and_no_internal_fields() -> None:
     )
     assert content == h.text
     assert "abc123" not in header and "deadbeef" not in header and "src-1" not in header
+    # the declared type (meta.doc_type, seed-audit row 85) when none is passed
+    typed = h.replace(meta={"doc_type": ["policy", "faq"]}, source_version="sha256:0123456789abcdef")
+    assert ranking_text(typed)[0] == (
+        "Title: Refund Policy\nSection: Enterprise Plan > Cancellation\nDocument Type: policy, faq\nContent:\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,6 +62,28 @@ def test_ranking_text_leaves_out_content_digest_versions(version: str) -> None:
     ids in the ranking text)."""
     h = Hit(chunk_id="c", source_id="s", text="Body.", tenant_id="t", title="T", source_version=version)
     assert ranking_text(h)[0] == "Title: T\nContent:\n"
+
+
+def test_ranking_text_reads_the_visible_text_of_html_and_plain_text_as_written() -> None:
+    """Issue 19 item 5: an HTML chunk's text is its markup span; the cross-encoder reads its visible text (no tags, no
+    entities), once under the header that names title and section. A chunk without ``visible_text`` (Markdown, or
+    written by another tool) is read as its text. The version changed with it, so cached results are not reused."""
+    markup = "<h2>Refunds</h2>\n<p>Annual plans &amp; <b>monthly</b> plans</p>"
+    h = Hit(
+        chunk_id="c",
+        source_id="s.html",
+        text=markup,
+        visible_text="Refunds\nAnnual plans & monthly plans",
+        tenant_id="t",
+        title="Policy",
+        heading_path=("Policy", "Refunds"),
+    )
+    assert ranking_text(h) == (
+        "Title: Policy\nSection: Policy > Refunds\nContent:\n",
+        "Refunds\nAnnual plans & monthly plans",
+    )
+    assert ranking_text(h.replace(visible_text=None))[1] == markup  # no field: plain text, as stored
+    assert RANKING_TEXT_VERSION == "rt-4"
 
 
 @pytest.mark.parametrize("version", ["2026-06", "v2.3.1", "2025 policy", "sha256", "deadbeef"])

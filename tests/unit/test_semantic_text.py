@@ -333,6 +333,14 @@ def test_locate_server_chunk_keeps_the_section_when_the_chunk_is_not_a_span_of_t
     assert locate_server_chunk(section, "") is section
 
 
+def test_a_located_server_chunk_drops_the_sections_visible_text() -> None:
+    """An HTML section's ``visible_text`` describes the whole section; the located fragment is a literal span of the
+    stored text, so it is shown as itself."""
+    section = Hit.from_source({**_section_doc(), "visible_text": "the whole section's visible text"})
+    located = locate_server_chunk(section, "Keys rotate")
+    assert located.text == located.display_text == "Keys rotate" and located.visible_text is None
+
+
 def test_index_in_semantic_mode_sends_no_vector_and_leaves_the_field_to_the_pipeline() -> None:
     from tests.support.es_transport import bulk_actions, bulk_responder
 
