@@ -52,6 +52,8 @@ def test_a_retriever_without_a_tenant_is_an_error_not_all_tenants(two_tenant_rag
         EsRagRetriever(client=two_tenant_rag)
     with pytest.raises(ConfigError, match=r"client: expected an es_rag\.RagClient, got str"):
         EsRagRetriever(client="./idx", tenant="acme")
+    with pytest.raises(ConfigError, match=r"client: expected an es_rag\.RagClient, got NoneType"):
+        EsRagRetriever(client=None, tenant="acme")
     with pytest.raises(ConfigError, match="top_k: must be None or an integer >= 1, got 0"):
         EsRagRetriever(client=two_tenant_rag, tenant="acme", top_k=0)
     with pytest.raises(ConfigError, match="'tenant_id' is set by tenant_id/groups"):
