@@ -26,13 +26,15 @@ demo: install
 
 ## Quickstart 2: install and run the whole test suite (unit, spec/tsc, golden, e2e; live tests skip without ES_URL).
 test: install-dev spec-deps
-	$(BIN)/ruff check es_rag tests
+	$(BIN)/ruff check es_rag tests scripts benchmarks examples
+	$(BIN)/ruff format --check es_rag tests scripts benchmarks examples
 	$(BIN)/mypy es_rag
 	$(BIN)/lint-imports
 	bash scripts/run-tests.sh
 
 lint: install-dev
-	$(BIN)/ruff check es_rag tests
+	$(BIN)/ruff check es_rag tests scripts benchmarks examples
+	$(BIN)/ruff format --check es_rag tests scripts benchmarks examples
 	$(BIN)/lint-imports
 
 typecheck: install-dev

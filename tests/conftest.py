@@ -8,6 +8,8 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests never reach a model hub: fail fast instead of waiting on retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Haystack (tests/integrations) sends usage telemetry unless told not to; nothing leaves a test run.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +38,13 @@ def sample_dir() -> Path:
     from es_rag.wiring import SAMPLE_DIR
 
     return SAMPLE_DIR
+
+
+@pytest.fixture(scope="session")
+def two_tenant_rag(tiny_bi_encoder: Path):  # type: ignore[no-untyped-def]
+    """A RagClient holding two tenants' documents (:mod:`tests.support.apps`), shared by the adapter tests."""
+    from tests.support.apps import two_tenant_client
+
+    rag = two_tenant_client(tiny_bi_encoder)
+    yield rag
+    rag.close()

@@ -1,0 +1,95 @@
+"""LangChain adapter: :class:`EsRagRetriever`, a ``langchain_core`` ``BaseRetriever`` over a
+:class:`~es_rag.client.RagClient` (``pip install 'es-rag[langchain]'``).
+
+.. code-block:: python
+
+    from es_rag import RagClient
+    from es_rag.integrations.langchain import EsRagRetriever
+
+    rag = RagClient.open("./idx")
+    retriever = EsRagRetriever(client=rag, tenant="acme", acl=["support"])
+    docs = retriever.invoke("reset password")  # Documents: the packed evidence, best first
+    docs[0].metadata["citation"], docs[0].metadata["source_id"], docs[0].metadata["scores"]["final"]
+
+A retriever serves one caller's scope (tenant, ACL groups, metadata), fixed when it is built; building one is cheap
+(it stores settings and shares the client), so an app builds one per request from the request's auth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from es_rag.integrations._common import RetrievalScope, check_client, check_top_k, missing, retrieve
+
+try:
+    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from pydantic import ConfigDict
+except ImportError as exc:  # pragma: no cover - tested in a subprocess without the package
+    raise missing("langchain-core", "langchain", exc) from exc
+
+__all__ = ["EsRagRetriever"]
+
+
+class EsRagRetriever(BaseRetriever):
+    """Run the es_rag search for a query and return its packed evidence as LangChain ``Document``\\ s, best first.
+
+    ``page_content`` is the block's text; ``metadata`` is :func:`es_rag.integrations.hit_metadata`: ``citation``
+    (the block's id in ``result.context``: ``S1``, ``S2``, ...), ``chunk_id``, ``source_id``, ``source_version``,
+    ``parent_id``, ``heading_path``, ``start_offset``/``end_offset``, ``scores`` (every stage's), ``ranks``,
+    ``retrieval_sources``, ``expanded_from`` and the gate's ``evidence_status``. An empty query returns no documents.
+
+    ``ainvoke`` runs the synchronous search in a worker thread (``asyncio.to_thread``): the event loop is not
+    blocked, and the client's thread safety covers concurrent calls.
+
+    Args:
+        client: The :class:`~es_rag.client.RagClient` to search with (shared, not closed by the retriever).
+        tenant: The caller's tenant; required (there is no all-tenants retriever).
+        acl: The caller's ACL groups (``public`` is always added; none = public documents only).
+        metadata_filter: Exact-match conditions on keyword fields: field -> value or allowed values.
+        top_k: Most documents returned; None = every packed block (at most ``context_k``).
+        **kwargs: ``BaseRetriever``'s own fields (``tags``, ``metadata``: LangChain's tracing metadata).
+
+    Raises:
+        ConfigError: No tenant or an empty one, ``client`` is not a RagClient, a bad ACL, metadata or ``top_k``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    client: Any
+    scope: RetrievalScope
+    top_k: int | None = None
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        tenant: str | None = None,
+        acl: Sequence[str] | str | None = (),
+        metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
+        top_k: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        fields: dict[str, Any] = {
+            "scope": RetrievalScope.of(tenant, acl, metadata_filter),
+            "client": check_client(client),
+            "top_k": check_top_k(top_k),
+        }
+        super().__init__(**fields, **kwargs)
+
+    def _documents(self, query: str) -> list[Document]:
+        return [
+            Document(page_content=hit.text, metadata=meta, id=hit.chunk_id)
+            for hit, meta in retrieve(self.client, self.scope, query, self.top_k)
+        ]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return self._documents(query)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return await asyncio.to_thread(self._documents, query)

@@ -1,0 +1,1 @@
+"""A small FastAPI service over one es_rag RagClient (see docs/apps.md)."""
