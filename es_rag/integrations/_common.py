@@ -55,11 +55,14 @@ class RetrievalScope:
         tenant: The caller's tenant.
         acl: The caller's ACL groups, in order, without repeats.
         metadata: Keyword field -> allowed values.
+        filters: Metadata conditions as ``es-rag search --filter`` takes them (``doc_type=policy``,
+            ``published>=2023``; :mod:`es_rag.metadata`), all applied.
     """
 
     tenant: str
     acl: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    filters: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -67,6 +70,7 @@ class RetrievalScope:
         tenant: Any,
         acl: Sequence[str] | str | None = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
     ) -> RetrievalScope:
         """A validated scope.
 
@@ -74,6 +78,8 @@ class RetrievalScope:
             tenant: The caller's tenant; required, a non-empty string.
             acl: The caller's ACL groups: a list, or one group as a string.
             metadata: Exact-match conditions on keyword fields: field -> value or allowed values.
+            filters: Metadata conditions (``--filter`` syntax); checked when the retriever first searches, against
+                the client's metadata fields.
 
         Raises:
             ConfigError: A missing or empty tenant (there is no all-tenants retriever), an ACL group that is not a
@@ -89,7 +95,10 @@ class RetrievalScope:
         _check_mapping(metadata)
         groups = _groups(acl)
         checked = SearchFilter(tenant, groups, dict(metadata or {}))  # type: ignore[arg-type]
-        return cls(tenant, groups, dict(checked.metadata))
+        exprs = (filters,) if isinstance(filters, str) else tuple(filters)
+        if not all(isinstance(e, str) for e in exprs):
+            raise ConfigError("filters: expected expressions like 'doc_type=policy' or 'published>=2023'")
+        return cls(tenant, groups, dict(checked.metadata), exprs)
 
     def narrowed(self, metadata: Mapping[str, str | Sequence[str]] | None) -> RetrievalScope:
         """This scope with more metadata conditions (a per-call filter); it can only narrow the scope.
@@ -110,7 +119,7 @@ class RetrievalScope:
                 f"metadata_filter: {', '.join(taken)} already constrained by the retriever "
                 f"({', '.join(f'{k}={list(self.metadata[k])}' for k in taken)}); a call may only add conditions"
             )
-        return RetrievalScope.of(self.tenant, self.acl, {**self.metadata, **metadata})
+        return RetrievalScope.of(self.tenant, self.acl, {**self.metadata, **metadata}, self.filters)
 
 
 def check_client(client: Any) -> RagClient:
@@ -170,6 +179,7 @@ def hit_metadata(hit: Hit, *, citation: str | None, status: str) -> dict[str, An
         "heading_path": list(hit.heading_path),
         "start_offset": hit.start_offset,
         "end_offset": hit.end_offset,
+        "meta": dict(hit.meta),
         "chunker_version": hit.chunker_version,
         "embedding_version": hit.embedding_version,
         "scores": hit.scores(),
@@ -203,7 +213,7 @@ def retrieve(
         raise ConfigError(f"query: expected a string, got {type(query).__name__}")
     if not query.strip():
         return []
-    result = client.search(query, tenant=scope.tenant, acl=scope.acl, metadata=scope.metadata)
+    result = client.search(query, tenant=scope.tenant, acl=scope.acl, metadata=scope.metadata, filters=scope.filters)
     labels = {c.chunk_id: c.citation_id for c in result.context.citations}
     out = []
     for hit in result.hits[:top_k]:

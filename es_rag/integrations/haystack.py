@@ -48,6 +48,8 @@ class EsRagRetriever:
         tenant: The caller's tenant; required (there is no all-tenants retriever).
         acl: The caller's ACL groups (``public`` is always added; none = public documents only).
         metadata_filter: Exact-match conditions on keyword fields: field -> value or allowed values.
+        filters: Metadata conditions in ``es-rag search --filter`` syntax (``doc_type=policy``,
+            ``published>=2023``), all applied in every retriever.
         top_k: Most documents returned; None = every packed block (at most ``context_k``).
 
     Raises:
@@ -61,9 +63,10 @@ class EsRagRetriever:
         tenant: str | None = None,
         acl: Sequence[str] | str | None = (),
         metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
         top_k: int | None = None,
     ) -> None:
-        self.scope = RetrievalScope.of(tenant, acl, metadata_filter)
+        self.scope = RetrievalScope.of(tenant, acl, metadata_filter, filters)
         self.client = check_client(client)
         self.top_k = check_top_k(top_k)
 

@@ -54,6 +54,8 @@ class EsRagRetriever(BaseRetriever):
         tenant: The caller's tenant; required (there is no all-tenants retriever).
         acl: The caller's ACL groups (``public`` is always added; none = public documents only).
         metadata_filter: Exact-match conditions on keyword fields: field -> value or allowed values.
+        filters: Metadata conditions in ``es-rag search --filter`` syntax (``doc_type=policy``,
+            ``published>=2023``), all applied in every retriever.
         top_k: Most nodes returned; None = every packed block (at most ``context_k``).
         callback_manager: LlamaIndex's callback manager.
         verbose: LlamaIndex's verbose flag.
@@ -69,11 +71,12 @@ class EsRagRetriever(BaseRetriever):
         tenant: str | None = None,
         acl: Sequence[str] | str | None = (),
         metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
         top_k: int | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        self._scope = RetrievalScope.of(tenant, acl, metadata_filter)
+        self._scope = RetrievalScope.of(tenant, acl, metadata_filter, filters)
         self._client = check_client(client)
         self._top_k = check_top_k(top_k)
         super().__init__(callback_manager=callback_manager, verbose=verbose)

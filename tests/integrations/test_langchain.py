@@ -102,3 +102,16 @@ def test_top_k_metadata_filter_and_an_empty_query(two_tenant_rag: RagClient) -> 
     ).invoke("password")
     assert only_sync and {d.metadata["source_id"] for d in only_sync} == {"sync.md"}
     assert EsRagRetriever(client=two_tenant_rag, tenant="acme").invoke("   ") == []
+
+
+def test_metadata_filters_reach_the_search(two_tenant_rag: RagClient) -> None:
+    """``filters`` (``es-rag search --filter`` syntax) narrow the retriever's scope in every retriever: only the
+    legal hold policy is declared ``doc_type: policy``."""
+    both = EsRagRetriever(client=two_tenant_rag, tenant="acme", acl=["support", "legal"])
+    policies = EsRagRetriever(client=two_tenant_rag, tenant="acme", acl=["support", "legal"], filters="doc_type=policy")
+    assert "policy.md" in {d.metadata["source_id"] for d in both.invoke("password")} and len(both.invoke("password")) > 1
+    docs = policies.invoke("password")
+    assert {d.metadata["source_id"] for d in docs} == {"policy.md"}
+    assert docs[0].metadata["meta"] == {"doc_type": ["policy"]}
+    with pytest.raises(ConfigError, match="unknown metadata field 'colour'"):
+        EsRagRetriever(client=two_tenant_rag, tenant="acme", filters=["colour=red"]).invoke("password")

@@ -37,6 +37,6 @@ def two_tenant_client(model_dir: Path) -> RagClient:
     """
     rag = RagClient.open(None, tiny_settings(model_dir))
     assert rag.ingest_texts(ACME_SUPPORT, tenant="acme", acl="support").sources == 2
-    assert rag.ingest_texts(ACME_LEGAL, tenant="acme", acl="legal").sources == 1
+    assert rag.ingest_texts(ACME_LEGAL, tenant="acme", acl="legal", meta={"doc_type": "policy"}).sources == 1
     assert rag.ingest_texts(GLOBEX_PUBLIC, tenant="globex", acl="public").sources == 1
     return rag
