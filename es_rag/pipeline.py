@@ -247,6 +247,9 @@ class RagPipeline:
             try:
                 vec = np.asarray((yield Model(functools.partial(self.embedder.embed_query, query))), dtype=np.float32)
                 st.out_count = 1
+                version = getattr(self.embedder, "version", None)
+                if isinstance(version, str):
+                    st.info["embedding_version"] = version
                 trace.paths["dense"] = "client-embedding"
                 return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
@@ -268,6 +271,8 @@ class RagPipeline:
             st.info["took_ms"] = ret.took_ms
             if ret.notes:
                 st.info["notes"] = ret.notes
+            if ret.licence_fallback:
+                st.info["licence_fallback"] = True
         trace.paths["retrieval"] = ret.path
         return ret
 

@@ -245,6 +245,7 @@ class ElasticsearchBackend(ClusterAdmin):
         )
         notes = plan.notes
         method = plan.method
+        licence_fallback = False
         native = plan.native
         if native:
             try:
@@ -266,6 +267,7 @@ class ElasticsearchBackend(ClusterAdmin):
                     notes=notes,
                 )
             except LicenseError as exc:
+                licence_fallback = True
                 caps.native_rrf = False
                 caps.native_rrf_reason = f"licence error at query time: {exc}"
                 notes.append(
@@ -327,7 +329,15 @@ class ElasticsearchBackend(ClusterAdmin):
             )
             notes.append(server_chunk_note(dense_raw.get("hits", {}).get("hits", [])))
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
-        return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
+        return Retrieval(
+            channels=channels,
+            fused=None,
+            path=path,
+            requests=reqs,
+            took_ms=took,
+            notes=notes,
+            licence_fallback=licence_fallback,
+        )
 
     def _search_flow(
         self,
