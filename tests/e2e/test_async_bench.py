@@ -15,11 +15,23 @@ def test_the_async_benchmark_runs_both_scenarios_and_prints_the_ratios(
 ) -> None:
     (tmp_path / "guide.md").write_text("# Sync\n\nReset the sync token from the settings page.\n", encoding="utf-8")
     (tmp_path / "policy.md").write_text("# Retention\n\nInvoices are kept for seven years.\n", encoding="utf-8")
-    argv = ["--queries", "3", "--concurrency", "1", "2", "--latency-ms", "1", "--corpus", str(tmp_path)]
+    argv = [
+        "--queries",
+        "3",
+        "--repeats",
+        "1",
+        "--concurrency",
+        "1",
+        "2",
+        "--latency-ms",
+        "1",
+        "--corpus",
+        str(tmp_path),
+    ]
     assert main([*argv, "--model", str(tiny_bi_encoder), "--rerank-model", str(tiny_cross_encoder)]) == 0
     out = capsys.readouterr().out
     number, ms = r"\d+\.\d+", r"\d+\.\d+ms"
-    cells = rf"\s+{number}\s+{number}\s+{number}\s+{ms}\s+{ms}\s+{number}$"
+    cells = rf"\s+{number}\s+{number}\s+{number}\s+{ms}\s+{ms}\s+{number}\s+{ms}\s+{ms}$"
     rows = re.findall(rf"^(embedded|simulated 1ms rtt)\s+(\d+){cells}", out, re.MULTILINE)
     assert rows == [("embedded", "1"), ("embedded", "2"), ("simulated 1ms rtt", "1"), ("simulated 1ms rtt", "2")]
     assert "simulated = the strict test double" in out
