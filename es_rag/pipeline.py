@@ -348,7 +348,8 @@ class RagPipeline:
         """:meth:`search` as a coroutine: the same stages and result. On a backend whose ``async_io`` is true (an
         ``AsyncElasticsearch``) the backend calls are awaited on the event loop; model work, every stage that calls
         a synchronous backend (the embedded one) and expansion run in ``executor`` (their backend calls, on an
-        async backend, still go through the loop), so the loop is never blocked by a model.
+        async backend, still go through the loop), so the loop is never blocked by a model. A cancelled call raises
+        ``CancelledError`` once the step running in the executor is done (a thread cannot be stopped).
 
         Args:
             query: The user's query (non-empty).
@@ -358,18 +359,24 @@ class RagPipeline:
         loop = asyncio.get_running_loop()
         aio = bool(getattr(self.backend, "async_io", False))
 
+        async def in_executor(fn: Callable[..., Any], *args: Any) -> Any:
+            running = loop.run_in_executor(executor, fn, *args)
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # a thread cannot be stopped: a cancelled search returns once its step is done, so the caller's
+                # read lock is not given back while the step still uses the backend
+                await asyncio.wait([running])
+                raise
+
         async def run_step(step: Step) -> Any:
             if isinstance(step, Model):
-                return await loop.run_in_executor(executor, step.fn)
+                return await in_executor(step.fn)
             if isinstance(step, Io):
                 if aio:
                     return await getattr(self.backend, "a" + step.method)(*step.args)
-                return await loop.run_in_executor(
-                    executor, functools.partial(getattr(self.backend, step.method), *step.args)
-                )
-            return await loop.run_in_executor(
-                executor, step.fn, _LoopBackend(self.backend, loop) if aio else self.backend
-            )
+                return await in_executor(getattr(self.backend, step.method), *step.args)
+            return await in_executor(step.fn, _LoopBackend(self.backend, loop) if aio else self.backend)
 
         flow = self._flow(query, flt)
         try:

@@ -100,6 +100,38 @@ def test_model_work_runs_in_the_bounded_executor_not_on_the_loop(settings: Setti
     rag.close()
 
 
+def test_a_cancelled_asearch_keeps_the_read_lock_until_its_running_step_is_done(settings: Settings) -> None:
+    rag = RagClient.open(None, settings)
+    rag.ingest_texts(DOCS, tenant="acme")
+    entered, release = threading.Event(), threading.Event()
+
+    async def run() -> None:
+        await rag.asearch("warm up", tenant="acme")
+        pipeline = rag._pipeline
+        assert pipeline is not None
+        embed = pipeline.embedder.embed_query
+
+        def blocked(*a: Any) -> Any:
+            entered.set()
+            release.wait(30)
+            return embed(*a)
+
+        pipeline.embedder.embed_query = blocked  # type: ignore[method-assign]
+        task = asyncio.create_task(rag.asearch("password", tenant="acme"))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.1)
+        assert not task.done() and rag._rw._readers == 1  # the embedding still runs on the backend's snapshot
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert rag._rw._readers == 0
+
+    asyncio.run(run())
+    rag.close()
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4"])
 def test_async_workers_is_validated(bad: Any) -> None:
     with pytest.raises(ConfigError, match=r"async_workers: must be an integer >= 1"):
