@@ -212,3 +212,25 @@ def test_without_the_extra_nothing_of_opentelemetry_is_imported(tiny_bi_encoder:
     assert out[-2] == (
         "refused: telemetry: OpenTelemetry is not installed; install the otel extra: pip install 'es-rag[otel]'"
     )
+
+
+def test_truncation_and_licence_fallback_counters_follow_the_trace(settings: Settings, otel: Otel) -> None:
+    from tests.support.double.client import strict_backend
+    from tests.support.double.cluster import StrictCluster
+
+    # passages longer than the cross-encoder reads, cut rather than windowed: the rerank info lists them
+    short = settings.replace(rerank_long_text="truncate", rerank_max_length=24)
+    cluster = StrictCluster(license_type="trial")
+    backend, _, _ = strict_backend(short, cluster, setup=True)
+    with RagClient.from_elasticsearch(backend.client, short, telemetry=otel.telemetry) as rag:
+        rag.ingest_texts(DOCS, tenant="acme")
+        first = rag.search("password reset", tenant="acme")
+        cluster.license_type = "basic"  # the trial ends between two queries: native rrf is refused at query time
+        second = rag.search("token expires", tenant="acme")
+    assert first.trace.paths["retrieval"] == "native-rrf" and second.trace.paths["retrieval"] == "client-rrf"
+    assert otel.total("es_rag.licence_fallbacks") == 1
+    assert otel.total("es_rag.searches", **{"retrieval.path": "client-rrf"}) == 1
+    truncated = [len(r.trace.record("rerank").info["truncated"]) for r in (first, second)]  # type: ignore[union-attr]
+    assert sum(truncated) > 0 and otel.total("es_rag.rerank.truncated") == sum(truncated)
+    pairs = sum(r.trace.record("rerank").info["pairs"] for r in (first, second))  # type: ignore[union-attr]
+    assert otel.total("es_rag.rerank.pairs") == pairs >= sum(truncated)
