@@ -87,6 +87,8 @@ class Retrieval:
         requests: The requests sent (for the trace and ``explain``).
         took_ms: Server-side time per request, when reported.
         notes: Fallbacks taken and why.
+        licence_fallback: The native retriever was refused by the licence at query time and the client path served
+            the query instead.
     """
 
     channels: dict[str, list[Hit]]
@@ -95,6 +97,7 @@ class Retrieval:
     requests: list[EsRequest] = field(default_factory=list)
     took_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    licence_fallback: bool = False
 
 
 class SearchBackend(Protocol):

@@ -10,10 +10,11 @@ sends no request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import inspect
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,9 +27,14 @@ if TYPE_CHECKING:
     from es_rag.ingest import IngestReport, SourceDoc
     from es_rag.pipeline import RagPipeline, SearchResult
     from es_rag.selftest import SelftestReport
+    from es_rag.telemetry import StageTelemetry
     from es_rag.versions.store import SourceSummary
 
 T = TypeVar("T")
+
+DEFAULT_ASYNC_WORKERS = 4
+"""Threads of the executor :meth:`RagClient.asearch` runs model work in (``async_workers=``): small, as the models
+take turns on their tokenizer lock anyway and the cores are shared with the app."""
 
 
 class _ReadWriteLock:
@@ -41,19 +47,28 @@ class _ReadWriteLock:
         self._writer = False
         self._waiting_writers = 0
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[None]:
+    def acquire_read(self, blocking: bool = True) -> bool:
         with self._cond:
             while self._writer or self._waiting_writers:
+                if not blocking:
+                    return False
                 self._cond.wait()
             self._readers += 1
+            return True
+
+    def release_read(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if not self._readers:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[None]:
+        self.acquire_read()
         try:
             yield
         finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
+            self.release_read()
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
@@ -90,6 +105,24 @@ def _tenant(tenant: Any) -> str:
             "there is no all-tenants search or write"
         )
     return tenant
+
+
+def _telemetry(telemetry: Any) -> StageTelemetry | None:
+    if telemetry is False or telemetry is None:
+        return None
+    from es_rag.telemetry import StageTelemetry
+
+    if telemetry is True:
+        return StageTelemetry()
+    if isinstance(telemetry, StageTelemetry):
+        return telemetry
+    raise ConfigError(f"telemetry: expected True, False or an es_rag.telemetry.StageTelemetry, got {telemetry!r}")
+
+
+def _workers(async_workers: Any) -> int:
+    if isinstance(async_workers, bool) or not isinstance(async_workers, int) or async_workers < 1:
+        raise ConfigError(f"async_workers: must be an integer >= 1, got {async_workers!r}")
+    return async_workers
 
 
 def _groups(acl: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -134,16 +167,39 @@ class RagClient:
     Across processes: on Elasticsearch every writer's switch is seen by the next search; on an embedded folder this
     client sees another process's writes after its own next write (or in a new client).
 
+    **Async.** ``await rag.asearch(...)`` returns what :meth:`search` returns for the same query, from the same
+    stages. On a client built from an ``AsyncElasticsearch`` the Elasticsearch requests are awaited on the event
+    loop; the query embedding, the cross-encoder, token counting, expansion and any synchronous backend call (the
+    embedded index, a synchronous ``Elasticsearch``) run in a bounded executor of ``async_workers`` threads, so the
+    loop is never blocked by a model. Use ``async with`` or :meth:`aclose`. A client built from an
+    ``AsyncElasticsearch`` serves :meth:`asearch` only; ingest, delete, explain, sources, selftest and :meth:`search`
+    need a synchronous ``elasticsearch.Elasticsearch`` (build a second client from one).
+
+    **Telemetry.** ``telemetry=True`` exports one OpenTelemetry span per stage and the stage metrics of every search
+    (:mod:`es_rag.telemetry`; the ``otel`` extra), to the global tracer and meter providers; a
+    :class:`~es_rag.telemetry.StageTelemetry` sends them to providers of its own. Off by default, and then nothing
+    of OpenTelemetry is imported.
+
     Args:
         backend: The backend (use the constructors rather than this).
         settings: Settings as given (``selftest`` resolves ``analyzer=auto`` against the cluster).
         on_cluster: Whether ``backend`` is an Elasticsearch backend (else the embedded one).
         owns_backend: Whether :meth:`close` closes the backend's Elasticsearch client.
         index_dir: The embedded index folder; None in memory or on a cluster.
+        async_workers: Threads of the executor :meth:`asearch` runs model work in.
+        telemetry: True, False or a :class:`~es_rag.telemetry.StageTelemetry`.
     """
 
     def __init__(
-        self, backend: Any, settings: Settings, *, on_cluster: bool, owns_backend: bool, index_dir: Path | None
+        self,
+        backend: Any,
+        settings: Settings,
+        *,
+        on_cluster: bool,
+        owns_backend: bool,
+        index_dir: Path | None,
+        async_workers: int = DEFAULT_ASYNC_WORKERS,
+        telemetry: bool | StageTelemetry = False,
     ) -> None:
         from es_rag.elasticsearch.assets import resolved_settings
 
@@ -160,34 +216,54 @@ class RagClient:
         self._embedder: SentenceTransformerEmbedder | None = None
         self._pipeline: RagPipeline | None = None
         self._closed = False
+        self._async_workers = _workers(async_workers)
+        self._executor: ThreadPoolExecutor | None = None
+        self._telemetry = _telemetry(telemetry)
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod
-    def from_elasticsearch(cls, es: Any, settings: Settings | None = None, **overrides: Any) -> RagClient:
-        """A client over the app's own ``elasticsearch.Elasticsearch`` client: its connection pool, credentials and
-        TLS are reused, and :meth:`close` leaves it open (the app closes it).
+    def from_elasticsearch(
+        cls,
+        es: Any,
+        settings: Settings | None = None,
+        *,
+        async_workers: int = DEFAULT_ASYNC_WORKERS,
+        telemetry: bool | StageTelemetry = False,
+        **overrides: Any,
+    ) -> RagClient:
+        """A client over the app's own ``elasticsearch.Elasticsearch`` or ``AsyncElasticsearch`` client: its connection
+        pool, credentials and TLS are reused, and :meth:`close` / :meth:`aclose` leave it open (the app closes it).
+        On an ``AsyncElasticsearch`` the client serves :meth:`asearch` (see the class docstring).
 
         Args:
-            es: A configured synchronous ``elasticsearch.Elasticsearch``.
+            es: A configured ``elasticsearch.Elasticsearch`` or ``elasticsearch.AsyncElasticsearch``.
             settings: Settings (default ``Settings()``).
+            async_workers: Threads of the executor :meth:`asearch` runs model work in.
+            telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
             **overrides: Single settings by their flat names (``context_k=3``), applied over ``settings``.
 
         Raises:
-            ConfigError: ``es`` is not a synchronous Elasticsearch client (a URL goes to :meth:`from_url`).
+            ConfigError: ``es`` is not an Elasticsearch client (a URL goes to :meth:`from_url`).
         """
         perform = getattr(es, "perform_request", None)
         if isinstance(es, (str, Path)) or not callable(perform) or not callable(getattr(es, "options", None)):
             raise ConfigError(
-                f"from_elasticsearch takes an elasticsearch.Elasticsearch client, got {type(es).__name__} "
-                "(for a URL use RagClient.from_url)"
+                f"from_elasticsearch takes an elasticsearch.Elasticsearch or AsyncElasticsearch client, got "
+                f"{type(es).__name__} (for a URL use RagClient.from_url)"
             )
-        if inspect.iscoroutinefunction(perform):
-            raise ConfigError("AsyncElasticsearch is not supported: pass a synchronous elasticsearch.Elasticsearch")
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
         # the backend keeps analyzer=auto as given: rag.backend.setup() resolves it against the cluster's plugins
         given = _settings(settings, overrides)
-        return cls(ElasticsearchBackend(es, given), given, on_cluster=True, owns_backend=False, index_dir=None)
+        return cls(
+            ElasticsearchBackend(es, given),
+            given,
+            on_cluster=True,
+            owns_backend=False,
+            index_dir=None,
+            async_workers=async_workers,
+            telemetry=telemetry,
+        )
 
     @classmethod
     def from_url(
@@ -202,6 +278,8 @@ class RagClient:
         verify_certs: bool = True,
         ssl_assert_fingerprint: str | None = None,
         cloud_id: str | None = None,
+        async_workers: int = DEFAULT_ASYNC_WORKERS,
+        telemetry: bool | StageTelemetry = False,
         **overrides: Any,
     ) -> RagClient:
         """A client over a new connection to ``url`` (or an Elastic Cloud ``cloud_id``), which :meth:`close` closes.
@@ -218,6 +296,9 @@ class RagClient:
             verify_certs: Verify TLS certificates (False only for a throwaway dev cluster).
             ssl_assert_fingerprint: SHA-256 fingerprint of the cluster's certificate, instead of a CA.
             cloud_id: Elastic Cloud deployment id, instead of ``url``.
+            async_workers: Threads of the executor :meth:`asearch` runs model work and, over this synchronous
+                connection, its Elasticsearch requests in.
+            telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
             **overrides: Single settings by their flat names, applied over ``settings``.
 
         Raises:
@@ -237,16 +318,34 @@ class RagClient:
             ssl_assert_fingerprint=ssl_assert_fingerprint,
             cloud_id=cloud_id,
         )
-        return cls(backend, given, on_cluster=True, owns_backend=True, index_dir=None)
+        return cls(
+            backend,
+            given,
+            on_cluster=True,
+            owns_backend=True,
+            index_dir=None,
+            async_workers=async_workers,
+            telemetry=telemetry,
+        )
 
     @classmethod
-    def open(cls, index_dir: str | Path | None, settings: Settings | None = None, **overrides: Any) -> RagClient:
+    def open(
+        cls,
+        index_dir: str | Path | None,
+        settings: Settings | None = None,
+        *,
+        async_workers: int = DEFAULT_ASYNC_WORKERS,
+        telemetry: bool | StageTelemetry = False,
+        **overrides: Any,
+    ) -> RagClient:
         """A client over the embedded index in ``index_dir`` (what ``es-rag ingest --index-dir`` writes; created by
         the first ingest when missing), or in memory with None.
 
         Args:
             index_dir: The index folder, or None for an in-memory index (gone with the client).
             settings: Settings (default ``Settings()``); ``vector_dims`` must match a stored index.
+            async_workers: Threads of the executor :meth:`asearch` runs model work and the index's searches in.
+            telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
             **overrides: Single settings by their flat names, applied over ``settings``.
 
         Raises:
@@ -261,7 +360,15 @@ class RagClient:
             raise ConfigError(f"index_dir {folder}: is a file, not a folder")
         given = _settings(settings, overrides)
         backend = build_backend(resolved_settings(given, plugins=None), index_dir=folder)
-        return cls(backend, given, on_cluster=False, owns_backend=False, index_dir=folder)
+        return cls(
+            backend,
+            given,
+            on_cluster=False,
+            owns_backend=False,
+            index_dir=folder,
+            async_workers=async_workers,
+            telemetry=telemetry,
+        )
 
     # -- properties -----------------------------------------------------------------------------------------------
     @property
@@ -292,16 +399,30 @@ class RagClient:
     def close(self) -> None:
         """Wait for running calls, then release what this client made: the Elasticsearch client if
         :meth:`from_url` created it (an app's own client, given to :meth:`from_elasticsearch`, stays open) and the
-        rerank timeout's worker. Safe to call twice; later calls raise :class:`~es_rag.errors.EsRagError`."""
+        rerank timeout's worker and the :meth:`asearch` executor. Safe to call twice; later calls raise
+        :class:`~es_rag.errors.EsRagError`."""
+        if self._shut() and self._owns:
+            self._backend.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for async code: waits for running calls without blocking the event loop. An app's own
+        ``AsyncElasticsearch`` stays open (the app closes it)."""
+        if await asyncio.get_running_loop().run_in_executor(None, self._shut) and self._owns:
+            await self._backend.aclose()
+
+    def _shut(self) -> bool:
+        """Mark the client closed once running calls are done and release its pipeline and executor; False when it
+        was closed already."""
         with self._write_mutex, self._rw.write():
             if self._closed:
-                return
+                return False
             self._closed = True
-            pipeline = self._pipeline
+            pipeline, executor = self._pipeline, self._executor
         if pipeline is not None:
             pipeline.close()
-        if self._owns:
-            self._backend.close()
+        if executor is not None:
+            executor.shutdown(wait=False)
+        return True
 
     def __enter__(self) -> RagClient:
         self._check_open()
@@ -309,6 +430,13 @@ class RagClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> RagClient:
+        self._check_open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -332,16 +460,16 @@ class RagClient:
                 embedder = self._embedder
         return embedder
 
-    def _loaded_pipeline(self) -> RagPipeline:
+    def _loaded_pipeline(self, probe: bool = True) -> RagPipeline:
         """The search pipeline, built and warmed once (callers hold the read lock, so the backend cannot be swapped
-        meanwhile)."""
+        meanwhile); ``probe=False``: the caller probed the cluster already (:meth:`asearch`)."""
         pipeline = self._pipeline
         if pipeline is None:
             with self._load_lock:
                 if self._pipeline is None:
                     from es_rag.wiring import build_pipeline
 
-                    if self._on_cluster:
+                    if self._on_cluster and probe:
                         self._backend.probe()  # a cluster that is down or refuses us fails before a model loads
                     built = build_pipeline(self._settings, self._backend, self._loaded_embedder())
                     built.warm_up()
@@ -403,8 +531,85 @@ class RagClient:
         flt = self._filter(tenant, acl, metadata, filters, as_of)
         if not isinstance(query, str) or not query.strip():
             raise EsRagError("query: empty query")
+        if getattr(self._backend, "async_io", False):
+            raise ConfigError(
+                "search: this client was built from an AsyncElasticsearch; use `await rag.asearch(...)`, or build a "
+                "client from a synchronous elasticsearch.Elasticsearch for synchronous calls"
+            )
         with self._reading():
-            return self._loaded_pipeline().search(query, flt)
+            result = self._loaded_pipeline().search(query, flt)
+        if self._telemetry is not None:
+            self._telemetry.record(result)
+        return result
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        tenant: str,
+        acl: Sequence[str] | str = (),
+        metadata: Mapping[str, str | Sequence[str]] | None = None,
+        filters: Sequence[str] | str = (),
+        as_of: str | None = "now",
+    ) -> SearchResult:
+        """:meth:`search` as a coroutine: the same stages and the same result, with the Elasticsearch requests
+        awaited on an ``AsyncElasticsearch`` and the model work in the client's bounded executor (see the class
+        docstring). The first call loads the models, in the executor.
+
+        Args:
+            query: The user's query (non-empty).
+            tenant: The caller's tenant (required).
+            acl: The caller's ACL groups (``public`` is always added).
+            metadata: Exact-match conditions on keyword fields: field -> value or allowed values.
+            filters: Metadata conditions, as for :meth:`search`.
+            as_of: The validity day, as for :meth:`search`.
+
+        Raises:
+            ConfigError: A missing or empty tenant, a bad metadata filter.
+            EsRagError: An empty query; the client is closed.
+        """
+        flt = self._filter(tenant, acl, metadata, filters, as_of)
+        if not isinstance(query, str) or not query.strip():
+            raise EsRagError("query: empty query")
+        loop = asyncio.get_running_loop()
+        async with self._areading():
+            executor = self._async_executor()
+            pipeline = self._pipeline
+            if pipeline is None:
+                aio = bool(getattr(self._backend, "async_io", False))
+                if aio:
+                    await self._backend.aprobe()  # a cluster that is down or refuses us fails before a model loads
+                pipeline = await loop.run_in_executor(executor, self._loaded_pipeline, not aio)
+            result = await pipeline.asearch(query, flt, executor=executor)
+        if self._telemetry is not None:
+            self._telemetry.record(result)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _areading(self) -> AsyncIterator[None]:
+        """The read lock for a coroutine: taken at once when no write holds or awaits it, else waited for in a
+        thread (the event loop goes on); a cancelled wait gives the lock back when the thread gets it."""
+        if not self._rw.acquire_read(blocking=False):
+            waiting = asyncio.get_running_loop().run_in_executor(None, self._rw.acquire_read)
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                waiting.add_done_callback(lambda _: self._rw.release_read())
+                raise
+        try:
+            self._check_open()
+            yield
+        finally:
+            self._rw.release_read()
+
+    def _async_executor(self) -> ThreadPoolExecutor:
+        executor = self._executor
+        if executor is None:
+            with self._load_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self._async_workers, thread_name_prefix="es-rag-async")
+                executor = self._executor
+        return executor
 
     def explain(
         self,

@@ -1,14 +1,23 @@
 """The retrieval pipeline: embed -> retrieve (BM25 + kNN, same filters) -> fuse -> dedup -> rerank
 -> gate (dynamic top-k, no-answer) -> business rules -> select (MMR + caps) -> expand (parent /
 neighbours) -> pack, with a trace of every stage. Every stage takes and returns :class:`Hit` lists,
-writes its own score and records each dropped hit with its reason (see docs/post_retrieval.md)."""
+writes its own score and records each dropped hit with its reason (see docs/post_retrieval.md).
+
+The stages are written once, as a generator (:meth:`RagPipeline._flow`) that yields each step doing I/O or model work
+(:class:`Model`, :class:`Io`, :class:`WithBackend`) and receives its result. :meth:`RagPipeline.search` runs the steps
+in the calling thread; :meth:`RagPipeline.asearch` awaits the backend's coroutines (an ``AsyncElasticsearch``) and runs
+model work and synchronous backend calls in a bounded executor. Both run the same stages on the same inputs, so they
+return the same result."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +38,66 @@ from es_rag.stages.pack import PackedContext
 from es_rag.stages.rerank import RerankStage
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A step of CPU-bound model work (query embedding, cross-encoder scoring, token counting).
+
+    Attributes:
+        fn: The work.
+    """
+
+    fn: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Io:
+    """A call of one backend method that does I/O (``snapshot_versions``, ``retrieve``); awaited as its
+    ``a``-prefixed twin on a backend whose ``async_io`` is true.
+
+    Attributes:
+        method: The backend method's name.
+        args: Its arguments.
+    """
+
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class WithBackend:
+    """A stage that calls the backend itself, perhaps several times (expansion and its refills): given the backend,
+    or on an async backend a synchronous view of it whose calls run on the event loop.
+
+    Attributes:
+        fn: The stage, called with the backend.
+    """
+
+    fn: Callable[[Any], Any]
+
+
+Step = Model | Io | WithBackend
+Flow = Generator[Step, Any, T]
+
+
+class _LoopBackend:
+    """A synchronous view of an async backend for a stage running in an executor thread: each call is awaited on
+    the event loop (which stays free) while the thread waits for it."""
+
+    def __init__(self, backend: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._backend = backend
+        self._loop = loop
+
+    def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
+        coro = self._backend.aget_parents(parent_ids, flt)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[no-any-return]
+
+    def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        coro = self._backend.aget_neighbors(anchors, flt, window)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -168,7 +237,7 @@ class RagPipeline:
         self.rerank_stage.close()
 
     # -- stages ----------------------------------------------------------------------------
-    def _embed(self, query: str, trace: Trace) -> np.ndarray | None:
+    def _embed(self, query: str, trace: Trace) -> Flow[np.ndarray | None]:
         with trace.stage("embed_query") as st:
             if self.settings.encoder.vectors is VectorMode.SEMANTIC_TEXT:
                 trace.paths["dense"] = (
@@ -179,8 +248,11 @@ class RagPipeline:
                 trace.paths["dense"] = "disabled: no embedder"
                 return None
             try:
-                vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+                vec = np.asarray((yield Model(functools.partial(self.embedder.embed_query, query))), dtype=np.float32)
                 st.out_count = 1
+                version = getattr(self.embedder, "version", None)
+                if isinstance(version, str):
+                    st.info["embedding_version"] = version
                 trace.paths["dense"] = "client-embedding"
                 return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
@@ -188,9 +260,9 @@ class RagPipeline:
                 st.info["error"] = str(exc)
                 return None
 
-    def _retrieve(self, query: str, vec: np.ndarray | None, flt: SearchFilter, trace: Trace) -> Retrieval:
+    def _retrieve(self, query: str, vec: np.ndarray | None, flt: SearchFilter, trace: Trace) -> Flow[Retrieval]:
         with trace.stage("retrieve") as st:
-            ret = self.backend.retrieve(query, vec, flt, self.settings)
+            ret: Retrieval = yield Io("retrieve", (query, vec, flt, self.settings))
             st.out_count = sum(len(v) for v in ret.channels.values()) if ret.fused is None else len(ret.fused)
             st.info["channels"] = {
                 name: [
@@ -202,6 +274,8 @@ class RagPipeline:
             st.info["took_ms"] = ret.took_ms
             if ret.notes:
                 st.info["notes"] = ret.notes
+            if ret.licence_fallback:
+                st.info["licence_fallback"] = True
         trace.paths["retrieval"] = ret.path
         return ret
 
@@ -245,29 +319,100 @@ class RagPipeline:
             )
         return self.tokenizer
 
-    # -- entry point -----------------------------------------------------------------------
+    # -- entry points ----------------------------------------------------------------------
     def search(self, query: str, flt: SearchFilter) -> SearchResult:
-        """Run every stage for ``query`` under the hard filter ``flt``.
+        """Run every stage for ``query`` under the hard filter ``flt``, in the calling thread.
 
         Args:
             query: The user's query (non-empty).
             flt: Tenant, ACL groups and metadata filter.
         """
+        flow = self._flow(query, flt)
+        try:
+            step = next(flow)
+            while True:
+                try:
+                    value = self._run_step(step)
+                except Exception as exc:
+                    step = flow.throw(exc)
+                    continue
+                step = flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _run_step(self, step: Step) -> Any:
+        if isinstance(step, Model):
+            return step.fn()
+        if isinstance(step, Io):
+            return getattr(self.backend, step.method)(*step.args)
+        return step.fn(self.backend)
+
+    async def asearch(self, query: str, flt: SearchFilter, *, executor: Executor | None = None) -> SearchResult:
+        """:meth:`search` as a coroutine: the same stages and result. On a backend whose ``async_io`` is true (an
+        ``AsyncElasticsearch``) the backend calls are awaited on the event loop; model work, every stage that calls
+        a synchronous backend (the embedded one) and expansion run in ``executor`` (their backend calls, on an
+        async backend, still go through the loop), so the loop is never blocked by a model. A cancelled call raises
+        ``CancelledError`` once the step running in the executor is done (a thread cannot be stopped).
+
+        Args:
+            query: The user's query (non-empty).
+            flt: Tenant, ACL groups and metadata filter.
+            executor: Where CPU-bound work runs (None: the loop's default executor).
+        """
+        loop = asyncio.get_running_loop()
+        aio = bool(getattr(self.backend, "async_io", False))
+
+        async def in_executor(fn: Callable[..., Any], *args: Any) -> Any:
+            running = loop.run_in_executor(executor, fn, *args)
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # a thread cannot be stopped: a cancelled search returns once its step is done, so the caller's
+                # read lock is not given back while the step still uses the backend
+                await asyncio.wait([running])
+                raise
+
+        async def run_step(step: Step) -> Any:
+            if isinstance(step, Model):
+                return await in_executor(step.fn)
+            if isinstance(step, Io):
+                if aio:
+                    return await getattr(self.backend, "a" + step.method)(*step.args)
+                return await in_executor(getattr(self.backend, step.method), *step.args)
+            return await in_executor(step.fn, _LoopBackend(self.backend, loop) if aio else self.backend)
+
+        flow = self._flow(query, flt)
+        try:
+            step = next(flow)
+            while True:
+                try:
+                    value = await run_step(step)
+                except Exception as exc:
+                    step = flow.throw(exc)
+                    continue
+                step = flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    def _flow(self, query: str, flt: SearchFilter) -> Flow[SearchResult]:
+        """Every stage for ``query``, yielding each step that does I/O or model work (see the module docstring)."""
         if not query or not query.strip():
             raise EsRagError("query: empty query")
         trace = Trace()
         # Active-version snapshot (es_rag.versions.registry): every backend call below, in every retriever, serves only
         # the committed version of each source.
-        flt = self.backend.snapshot_versions(flt)
-        vec = self._embed(query, trace)
-        ret = self._retrieve(query, vec, flt, trace)
+        flt = yield Io("snapshot_versions", (flt,))
+        vec = yield from self._embed(query, trace)
+        ret = yield from self._retrieve(query, vec, flt, trace)
         s = self.settings
         with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
             fused = self._record(st, fusion.run(ret, s), trace)
         with trace.stage("dedup", in_count=len(fused.hits)) as st:
             deduped = self._record(st, dedup_hits(fused.hits, **_dedup_rules(s)), trace)
         with trace.stage("rerank", in_count=len(deduped.hits)) as st:
-            ranked = self._record(st, self.rerank_stage.run(query, deduped.hits), trace)
+            ranked = self._record(
+                st, (yield Model(functools.partial(self.rerank_stage.run, query, deduped.hits))), trace
+            )
         with trace.stage("gate", in_count=len(ranked.hits)) as st:
             reranked = bool(ranked.info.get("reranked"))
             gated = gate.run(ranked.hits, reranked=reranked, calibration=self.calibration(), settings=s.gate)
@@ -280,17 +425,24 @@ class RagPipeline:
             # Slots that merging empties are refilled from what selection did not choose, in rank order.
             rest = select.remainder(boosted.hits, selected.hits)
             refill = expand.Refill.of(rest, s.select)
-            expanded = self._record(st, expand.run(selected.hits, self.backend, flt, s.expand, refill=refill), trace)
+            chosen = selected.hits
+            out: StageOutput = yield WithBackend(
+                lambda backend: expand.run(chosen, backend, flt, s.expand, refill=refill)
+            )
+            expanded = self._record(st, out, trace)
             refilled = set(expanded.added)
             units = [*selected.hits, *(h for h in rest if h.chunk_id in refilled)]
         with trace.stage("pack", in_count=len(expanded.hits)) as st:
-            ctx, packed = pack.run(
-                expanded.hits,
-                self.pack_tokenizer(trace),
-                budget=s.pack.token_budget,
-                fallbacks=expand.fallbacks(expanded.hits, units),
-                limit=s.select.context_k,
-                warning=self.budget_warning,
+            ctx, packed = yield Model(
+                functools.partial(
+                    pack.run,
+                    expanded.hits,
+                    self.pack_tokenizer(trace),
+                    budget=s.pack.token_budget,
+                    fallbacks=expand.fallbacks(expanded.hits, units),
+                    limit=s.select.context_k,
+                    warning=self.budget_warning,
+                )
             )
             fallback = trace.paths.get("pack")  # a pack tokenizer that could not load says so first
             self._record(st, packed, trace)

@@ -232,6 +232,9 @@ class StageRecord:
     dropped: list[dict[str, str]] = field(default_factory=list)
     ms: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    start_ns: int = 0
+    """When the stage started (``time.time_ns()``), for spans exported after the search (:mod:`es_rag.telemetry`);
+    not in :meth:`to_dict`."""
 
     def drop(self, hit_id: str, reason: str) -> None:
         """Record that ``hit_id`` left the pipeline here.
@@ -271,7 +274,7 @@ class Trace:
             name: Stage name.
             in_count: Hits entering the stage.
         """
-        record = StageRecord(name=name, in_count=in_count)
+        record = StageRecord(name=name, in_count=in_count, start_ns=time.time_ns())
         start = time.perf_counter()
         try:
             yield record

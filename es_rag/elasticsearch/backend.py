@@ -4,7 +4,11 @@ Bodies come from :mod:`es_rag.elasticsearch.bodies` and :mod:`es_rag.elasticsear
 functions); this module only sends them and reads the answers. The probe decides the fusion path:
 the native ``rrf`` retriever when the licence allows it (Enterprise or trial, Elasticsearch >= 8.16),
 else client-side RRF over one ``_msearch`` round trip. A licence error at query time switches to the client path and
-says so."""
+says so.
+
+The read paths are request flows (:data:`~es_rag.elasticsearch.cluster.Flow`): ``retrieve`` drives them on a
+synchronous client, ``aretrieve`` (and ``asnapshot_versions``, ``aget_parents``, ``aget_neighbors``) on an
+``AsyncElasticsearch``, so both send byte-identical bodies and read the answers with the same code."""
 
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ import numpy as np
 from es_rag.backend import IndexReport, Retrieval, validate_chunk_source
 from es_rag.elasticsearch.admin import ClusterAdmin
 from es_rag.elasticsearch.bodies import count_request, neighbors_request, parents_request, search_requests
-from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, exception_cause
-from es_rag.elasticsearch.probe import UNKNOWN_VERSION, version_tuple
+from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send, adrive, drive, exception_cause
+from es_rag.elasticsearch.probe import UNKNOWN_VERSION, Capabilities, version_tuple
 from es_rag.elasticsearch.responses import (
     error_reason,
     failed_field,
@@ -167,9 +171,20 @@ class ElasticsearchBackend(ClusterAdmin):
         Raises:
             ClusterError: The registry index is missing (``es-rag setup`` creates it) or unreadable.
         """
+        return drive(self._snapshot_flow(flt), self.send_step)
+
+    async def asnapshot_versions(self, flt: SearchFilter) -> SearchFilter:
+        """:meth:`snapshot_versions` on the ``AsyncElasticsearch`` client (the same request).
+
+        Args:
+            flt: The caller's hard filter.
+        """
+        return await adrive(self._snapshot_flow(flt), self.asend_step)
+
+    def _snapshot_flow(self, flt: SearchFilter) -> Flow[SearchFilter]:
         if flt.versions is not None:  # already a snapshot: a search reads the registry once
             return flt
-        resp = self.send(registry_get_request(self.settings, flt.tenant_id), ignore=(404,))
+        resp = yield Send(registry_get_request(self.settings, flt.tenant_id), ignore=(404,))
         if isinstance(resp, dict) and "error" in resp:
             raise ClusterError(
                 f"version registry {registry_index(self.settings)} cannot be read: {error_reason(resp)} "
@@ -195,21 +210,47 @@ class ElasticsearchBackend(ClusterAdmin):
             flt: Hard filter, inside every child retriever.
             settings: Candidate counts and fusion mode.
         """
-        caps = self.probe()
+        return drive(self._retrieve_flow(query_text, query_vector, flt, settings, self.probe()), self.send_step)
+
+    async def aretrieve(
+        self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings
+    ) -> Retrieval:
+        """:meth:`retrieve` on the ``AsyncElasticsearch`` client: the same plan, bodies, fallbacks and answer.
+
+        Args:
+            query_text: The query.
+            query_vector: Its embedding, or None for BM25 only.
+            flt: Hard filter, inside every child retriever.
+            settings: Candidate counts and fusion mode.
+        """
+        caps = await self.aprobe()
+        return await adrive(self._retrieve_flow(query_text, query_vector, flt, settings, caps), self.asend_step)
+
+    def _retrieve_flow(
+        self,
+        query_text: str,
+        query_vector: np.ndarray | None,
+        flt: SearchFilter,
+        settings: Settings,
+        caps: Capabilities,
+    ) -> Flow[Retrieval]:
         version = version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None
         plan = plan_search(
             query_text,
             query_vector,
             settings,
-            native_available=self.fusion_path(settings) == "native",
+            native_available=self.fusion_path_of(caps, settings) == "native",
             version=version,
         )
         notes = plan.notes
         method = plan.method
+        licence_fallback = False
         native = plan.native
         if native:
             try:
-                resp, reqs = self._search(query_text, query_vector, flt, settings, native=True, channels=plan.channels)
+                resp, reqs = yield from self._search_flow(
+                    query_text, query_vector, flt, settings, caps, native=True, channels=plan.channels
+                )
                 fused = [
                     hit_from_es(h).replace(fused_score=h.get("_score"), final_score=h.get("_score"))
                     for h in resp.get("hits", {}).get("hits", [])
@@ -225,6 +266,7 @@ class ElasticsearchBackend(ClusterAdmin):
                     notes=notes,
                 )
             except LicenseError as exc:
+                licence_fallback = True
                 caps.native_rrf = False
                 caps.native_rrf_reason = f"licence error at query time: {exc}"
                 notes.append(
@@ -237,7 +279,9 @@ class ElasticsearchBackend(ClusterAdmin):
                 if exc.status is None or not 400 <= exc.status < 500:
                     raise
                 notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
-        resp, reqs = self._search(query_text, query_vector, flt, settings, native=False, channels=plan.channels)
+        resp, reqs = yield from self._search_flow(
+            query_text, query_vector, flt, settings, caps, native=False, channels=plan.channels
+        )
         channels: dict[str, list[Hit]] = {}
         took: dict[str, float] = {"msearch": float(resp.get("took", 0))}
         errors = []
@@ -285,24 +329,32 @@ class ElasticsearchBackend(ClusterAdmin):
             )
             notes.append(server_chunk_note(dense_raw.get("hits", {}).get("hits", [])))
         path = f"client-{method}" if len(channels) > 1 else f"{next(iter(channels))}-only"
-        return Retrieval(channels=channels, fused=None, path=path, requests=reqs, took_ms=took, notes=notes)
+        return Retrieval(
+            channels=channels,
+            fused=None,
+            path=path,
+            requests=reqs,
+            took_ms=took,
+            notes=notes,
+            licence_fallback=licence_fallback,
+        )
 
-    def _search(
+    def _search_flow(
         self,
         query_text: str,
         query_vector: np.ndarray | None,
         flt: SearchFilter,
         settings: Settings,
+        caps: Capabilities,
         *,
         native: bool,
         channels: Sequence[str],
-    ) -> tuple[dict[str, Any], list[EsRequest]]:
+    ) -> Flow[tuple[dict[str, Any], list[EsRequest]]]:
         """Build and send one search (native ``_search`` or client ``_msearch``); returns the response and the
         requests sent. When the version is unknown (no ``monitor`` privilege) the first search sends
         ``_source.exclude_vectors``; a cluster before 9.2 refuses it (``Unknown key for a VALUE_BOOLEAN in
         [exclude_vectors].``, the whole request or every ``_msearch`` item), which is learned once and the search
         resent without it."""
-        caps = self.probe()
 
         def build() -> list[EsRequest]:
             return search_requests(
@@ -318,7 +370,7 @@ class ElasticsearchBackend(ClusterAdmin):
         reqs = build()
         resp: dict[str, Any] | None
         try:
-            resp = dict(self.send(reqs[0]))
+            resp = dict((yield Send(reqs[0])))
         except ClusterError as exc:
             if not (caps.vectors_in_source_param is None and exc.status == 400 and "exclude_vectors" in str(exc)):
                 raise
@@ -329,7 +381,7 @@ class ElasticsearchBackend(ClusterAdmin):
             caps.vectors_in_source_param = not refused
             if refused:
                 reqs = build()
-                resp = dict(self.send(reqs[0]))
+                resp = dict((yield Send(reqs[0])))
         assert resp is not None
         return resp, reqs
 
@@ -340,10 +392,21 @@ class ElasticsearchBackend(ClusterAdmin):
             parent_ids: Parent chunk ids.
             flt: Hard filter.
         """
+        return drive(self._parents_flow(parent_ids, flt), self.send_step)
+
+    async def aget_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
+        """:meth:`get_parents` on the ``AsyncElasticsearch`` client.
+
+        Args:
+            parent_ids: Parent chunk ids.
+            flt: Hard filter.
+        """
+        return await adrive(self._parents_flow(parent_ids, flt), self.asend_step)
+
+    def _parents_flow(self, parent_ids: Sequence[str], flt: SearchFilter) -> Flow[dict[str, Hit]]:
         if not parent_ids:
             return {}
-        req = parents_request(parent_ids, flt, self.settings)
-        resp = self.send(req)
+        resp = yield Send(parents_request(parent_ids, flt, self.settings))
         return {h["_id"]: hit_from_es(h) for h in resp.get("hits", {}).get("hits", [])}
 
     def get_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
@@ -355,10 +418,23 @@ class ElasticsearchBackend(ClusterAdmin):
             flt: Hard filter.
             window: Children per side.
         """
+        return drive(self._neighbors_flow(anchors, flt, window), self.send_step)
+
+    async def aget_neighbors(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> dict[str, list[Hit]]:
+        """:meth:`get_neighbors` on the ``AsyncElasticsearch`` client.
+
+        Args:
+            anchors: Selected child hits.
+            flt: Hard filter.
+            window: Children per side.
+        """
+        return await adrive(self._neighbors_flow(anchors, flt, window), self.asend_step)
+
+    def _neighbors_flow(self, anchors: Sequence[Hit], flt: SearchFilter, window: int) -> Flow[dict[str, list[Hit]]]:
         anchors = [a for a in anchors if a.start_offset is not None]
         if not anchors or window < 1:
             return {}
-        resp = self.send(neighbors_request(anchors, flt, self.settings, window=window))
+        resp = yield Send(neighbors_request(anchors, flt, self.settings, window=window))
         responses = resp.get("responses", [])
         if len(responses) != 2 * len(anchors):
             raise ClusterError(f"_msearch returned {len(responses)} responses for {2 * len(anchors)} searches")

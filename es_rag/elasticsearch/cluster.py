@@ -4,13 +4,16 @@ plugins, inference endpoints, privileges) and what the probe decides (native fus
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import random
 import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from es_rag.elasticsearch.assets import setup_paths
@@ -157,6 +160,81 @@ def client_url(client: Any) -> str:
 
 
 C = TypeVar("C", bound="ClusterClient")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Send:
+    """One request a flow asks its driver to send; the driver answers with the parsed body (or throws the
+    :class:`~es_rag.errors.ClusterError` that :meth:`ClusterClient.send` raises into the flow).
+
+    Attributes:
+        request: The request, built by a pure body builder.
+        ignore: HTTP statuses answered as a body instead of raised.
+    """
+
+    request: EsRequest
+    ignore: tuple[int, ...] = ()
+
+
+Flow = Generator[Send, Any, R]
+"""Request logic without I/O: a generator that yields each :class:`Send` and receives its body. The same flow runs
+on a synchronous client (:func:`drive`) and on an ``AsyncElasticsearch`` (:func:`adrive`), so both send the same
+bodies in the same order and read the answers the same way."""
+
+
+def drive(flow: Flow[R], send: Callable[[Send], Any]) -> R:
+    """Run ``flow`` to its result, sending each request with ``send``; an error ``send`` raises is thrown into the
+    flow at the request that caused it (the flow may catch it, e.g. a licence refusal).
+
+    Args:
+        flow: The flow.
+        send: Sends one :class:`Send` and returns the body.
+    """
+    try:
+        step = next(flow)
+        while True:
+            try:
+                body = send(step)
+            except Exception as exc:
+                step = flow.throw(exc)
+                continue
+            step = flow.send(body)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def adrive(flow: Flow[R], asend: Callable[[Send], Awaitable[Any]]) -> R:
+    """:func:`drive` with an awaitable ``asend``.
+
+    Args:
+        flow: The flow.
+        asend: Sends one :class:`Send` and returns (awaitably) the body.
+    """
+    try:
+        step = next(flow)
+        while True:
+            try:
+                body = await asend(step)
+            except Exception as exc:
+                step = flow.throw(exc)
+                continue
+            step = flow.send(body)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def is_async_client(client: Any) -> bool:
+    """Whether ``client`` is an ``elasticsearch.AsyncElasticsearch`` (its ``perform_request`` is a coroutine
+    function).
+
+    Args:
+        client: A client.
+    """
+    return inspect.iscoroutinefunction(getattr(client, "perform_request", None))
+
+
+_RETRY = object()
 
 
 class ClusterClient:
@@ -167,18 +245,27 @@ class ClusterClient:
     goes through :meth:`send`, which sets its own retry and timeout options per call. Use it as a context
     manager, or call :meth:`close`, to release the connections.
 
+    An ``elasticsearch.AsyncElasticsearch`` is accepted too: it serves the ``a``-prefixed coroutines (:meth:`asend`,
+    :meth:`aprobe` and the backend's ``aretrieve``...), which run the same request flows as their synchronous twins
+    (:func:`drive` / :func:`adrive`); the synchronous methods then raise a :class:`ConfigError` that says so.
+
     Args:
-        client: A configured client (tests pass one whose transport returns canned responses).
+        client: A configured ``Elasticsearch`` or ``AsyncElasticsearch`` (tests pass one whose transport returns
+            canned responses).
         settings: Index names, candidate counts, fusion path.
         url: The cluster address, for messages (read from the client when not given).
     """
 
     def __init__(self, client: Any, settings: Settings, *, url: str | None = None) -> None:
-        self.client = client
+        self.async_io = is_async_client(client)
+        """Whether the client is an ``AsyncElasticsearch`` (the pipeline awaits the ``a``-prefixed methods)."""
+        self.client: Any = None if self.async_io else client
+        self.aclient: Any = client if self.async_io else None
         self.settings = settings
         self.url = url or client_url(client)
         self._caps: Capabilities | None = None
         self._probe_lock = threading.Lock()
+        self._aprobing: asyncio.Task[Capabilities] | None = None
 
     @classmethod
     def connect(
@@ -256,8 +343,18 @@ class ClusterClient:
         return cls(client, settings, url=shown)
 
     def close(self) -> None:
-        """Close the client's connections (the backend cannot be used afterwards)."""
-        self.client.close()
+        """Close the client's connections (the backend cannot be used afterwards); an ``AsyncElasticsearch`` is
+        closed by :meth:`aclose`."""
+        if self.client is not None:
+            self.client.close()
+
+    async def aclose(self) -> None:
+        """Close the ``AsyncElasticsearch`` client's connections (the synchronous client's too, when that is
+        the one held)."""
+        if self.aclient is not None:
+            await self.aclient.close()
+        else:
+            self.close()
 
     def __enter__(self: C) -> C:
         return self
@@ -283,52 +380,126 @@ class ClusterClient:
             ClusterUnreachable: No answer: refused, DNS, TLS (the message says which).
             ClusterTimeout: No answer in time.
             ClusterError: Any other error status (401 with a credentials hint, 403 with the missing privilege).
+            ConfigError: This backend holds an ``AsyncElasticsearch`` (use the ``a``-prefixed methods).
         """
-        from elastic_transport import TlsError
-        from elasticsearch import ApiError, ConnectionTimeout, TransportError, UnsupportedProductError
-
+        if self.client is None:
+            raise ConfigError(
+                f"{request.method} /{request.path}: this backend holds an AsyncElasticsearch client, which serves "
+                "only the async calls (RagClient.asearch); ingest, delete, explain, selftest and the synchronous "
+                "search need an elasticsearch.Elasticsearch client"
+            )
         headers = request_headers(request.is_ndjson, request.body is not None)
-        options: dict[str, Any] = {"retry_on_status": TRANSPORT_RETRY_STATUSES}
-        if timeout is not None:
-            options["request_timeout"] = timeout
-        client = self.client.options(**options)
-        what = f"{request.method} /{request.path}"
+        client = self.client.options(**self._options(timeout))
         wait = SEND_429_BACKOFF * (1.0 - 0.5 * random.random())
         for attempt in range(SEND_429_RETRIES + 1):
             try:
                 resp = client.perform_request(request.method, "/" + request.path, headers=headers, body=request.body)
                 return resp.body
-            except UnsupportedProductError as exc:
-                raise ClusterError(
-                    f"{self.url} answered, but it is not Elasticsearch (no X-Elastic-Product header): check the URL "
-                    "and the port (Elasticsearch listens on 9200 by default; Kibana on 5601 is not it)",
-                    status=exc.meta.status,
-                ) from exc
-            except ApiError as exc:
-                status = exc.meta.status
-                if status in ignore:
-                    return exc.body
-                if status == 429 and attempt < SEND_429_RETRIES:
+            except Exception as exc:
+                body = self._failed(exc, request, ignore, timeout, retry=attempt < SEND_429_RETRIES)
+                if body is _RETRY:
                     time.sleep(wait)
                     wait *= 2
                     continue
-                raise api_error(what, status, exc.body, self.url) from exc
-            except ConnectionTimeout as exc:
-                limit = timeout if timeout is not None else self.settings.connection.request_timeout
-                raise ClusterTimeout(
-                    f"{what}: timed out after {limit:g} s without an answer from {self.url} (the cluster may still "
-                    "have done the work; --request-timeout / --bulk-timeout set the limits)"
-                ) from exc
-            except TlsError as exc:
-                raise ClusterUnreachable(
-                    f"TLS with {self.url} failed: {exception_cause(exc)}. "
-                    "Pass the cluster's CA (--ca-certs, ES_CA_CERTS: "
-                    "Elasticsearch 9 writes config/certs/http_ca.crt) or its certificate fingerprint "
-                    "(--ssl-assert-fingerprint); --insecure skips verification on a throwaway dev cluster"
-                ) from exc
-            except TransportError as exc:
-                raise ClusterUnreachable(f"{what}: cluster unreachable at {self.url}: {exception_cause(exc)}") from exc
+                return body
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def asend(self, request: EsRequest, *, ignore: Sequence[int] = (), timeout: float | None = None) -> Any:
+        """:meth:`send` on the ``AsyncElasticsearch`` client: the same headers, options, 429 waits (without
+        blocking the event loop) and errors.
+
+        Args:
+            request: The request.
+            ignore: HTTP statuses returned as a body instead of raised.
+            timeout: Seconds for this request (default ``settings.connection.request_timeout``).
+
+        Raises:
+            ConfigError: This backend holds a synchronous client (use :meth:`send`).
+        """
+        if self.aclient is None:
+            raise ConfigError(
+                f"{request.method} /{request.path}: this backend holds a synchronous elasticsearch client; "
+                "asend needs an AsyncElasticsearch"
+            )
+        headers = request_headers(request.is_ndjson, request.body is not None)
+        client = self.aclient.options(**self._options(timeout))
+        wait = SEND_429_BACKOFF * (1.0 - 0.5 * random.random())
+        for attempt in range(SEND_429_RETRIES + 1):
+            try:
+                resp = await client.perform_request(
+                    request.method, "/" + request.path, headers=headers, body=request.body
+                )
+                return resp.body
+            except Exception as exc:
+                body = self._failed(exc, request, ignore, timeout, retry=attempt < SEND_429_RETRIES)
+                if body is _RETRY:
+                    await asyncio.sleep(wait)
+                    wait *= 2
+                    continue
+                return body
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def send_step(self, step: Send) -> Any:
+        """:meth:`send` for a flow's :class:`Send` (what :func:`drive` calls).
+
+        Args:
+            step: The request and the statuses it ignores.
+        """
+        return self.send(step.request, ignore=step.ignore)
+
+    async def asend_step(self, step: Send) -> Any:
+        """:meth:`asend` for a flow's :class:`Send` (what :func:`adrive` awaits).
+
+        Args:
+            step: The request and the statuses it ignores.
+        """
+        return await self.asend(step.request, ignore=step.ignore)
+
+    @staticmethod
+    def _options(timeout: float | None) -> dict[str, Any]:
+        options: dict[str, Any] = {"retry_on_status": TRANSPORT_RETRY_STATUSES}
+        if timeout is not None:
+            options["request_timeout"] = timeout
+        return options
+
+    def _failed(
+        self, exc: Exception, request: EsRequest, ignore: Sequence[int], timeout: float | None, *, retry: bool
+    ) -> Any:
+        """What a failed send does: the error body of an ignored status, ``_RETRY`` for a 429 with retries left;
+        otherwise it raises the mapped :mod:`es_rag.errors` error (:meth:`send` lists them)."""
+        from elastic_transport import TlsError
+        from elasticsearch import ApiError, ConnectionTimeout, TransportError, UnsupportedProductError
+
+        what = f"{request.method} /{request.path}"
+        if isinstance(exc, UnsupportedProductError):
+            raise ClusterError(
+                f"{self.url} answered, but it is not Elasticsearch (no X-Elastic-Product header): check the URL "
+                "and the port (Elasticsearch listens on 9200 by default; Kibana on 5601 is not it)",
+                status=exc.meta.status,
+            ) from exc
+        if isinstance(exc, ApiError):
+            status = exc.meta.status
+            if status in ignore:
+                return exc.body
+            if status == 429 and retry:
+                return _RETRY
+            raise api_error(what, status, exc.body, self.url) from exc
+        if isinstance(exc, ConnectionTimeout):
+            limit = timeout if timeout is not None else self.settings.connection.request_timeout
+            raise ClusterTimeout(
+                f"{what}: timed out after {limit:g} s without an answer from {self.url} (the cluster may still "
+                "have done the work; --request-timeout / --bulk-timeout set the limits)"
+            ) from exc
+        if isinstance(exc, TlsError):
+            raise ClusterUnreachable(
+                f"TLS with {self.url} failed: {exception_cause(exc)}. "
+                "Pass the cluster's CA (--ca-certs, ES_CA_CERTS: "
+                "Elasticsearch 9 writes config/certs/http_ca.crt) or its certificate fingerprint "
+                "(--ssl-assert-fingerprint); --insecure skips verification on a throwaway dev cluster"
+            ) from exc
+        if isinstance(exc, TransportError):
+            raise ClusterUnreachable(f"{what}: cluster unreachable at {self.url}: {exception_cause(exc)}") from exc
+        raise exc
 
     # -- probe / doctor --------------------------------------------------------------------------
     def probe(self, *, refresh: bool = False) -> Capabilities:
@@ -346,23 +517,46 @@ class ClusterClient:
         with self._probe_lock:
             caps = self._caps
             if caps is None or refresh:
-                caps = self._probe()
+                caps = drive(self._probe_flow(), self.send_step)
                 self._caps = caps
             return caps
 
-    def _probe(self) -> Capabilities:
+    async def aprobe(self, *, refresh: bool = False) -> Capabilities:
+        """:meth:`probe` on the ``AsyncElasticsearch`` client: the same requests, read once; coroutines that ask
+        while it runs wait for the same probe.
+
+        Args:
+            refresh: Probe again even if cached.
+        """
+        caps = self._caps
+        if caps is not None and not refresh:
+            return caps
+        loop = asyncio.get_running_loop()
+        pending = self._aprobing
+        if pending is None or pending.get_loop() is not loop or refresh:
+            pending = self._aprobing = loop.create_task(adrive(self._probe_flow(), self.asend_step))
+        try:
+            caps = await asyncio.shield(pending)
+        finally:
+            if self._aprobing is pending and pending.done():
+                self._aprobing = None
+        with self._probe_lock:
+            self._caps = caps
+        return caps
+
+    def _probe_flow(self) -> Flow[Capabilities]:
         unreadable: dict[str, str] = {}
 
-        def get(path: str, privilege: str, ignore: tuple[int, ...] = ()) -> Any:
-            resp = self.send(EsRequest("GET", path), ignore=(403, *ignore))
+        def get(path: str, privilege: str, ignore: tuple[int, ...] = ()) -> Flow[Any]:
+            resp = yield Send(EsRequest("GET", path), ignore=(403, *ignore))
             if isinstance(resp, dict) and resp.get("status") == 403 and "error" in resp:
                 unreadable[path or "/"] = f"HTTP 403: needs {privilege} ({error_reason(resp)})"
                 return None
             return resp
 
-        root = get("", "cluster privilege monitor")
+        root = yield from get("", "cluster privilege monitor")
         version = str(root.get("version", {}).get("number", "0")) if isinstance(root, dict) else UNKNOWN_VERSION
-        lic_resp = get("_license", "cluster privilege monitor", (404,))
+        lic_resp = yield from get("_license", "cluster privilege monitor", (404,))
         if lic_resp is None:
             ltype, lstatus = "unknown", "unknown"
         else:
@@ -372,7 +566,7 @@ class ClusterClient:
         if "_license" in unreadable:
             reason = f"licence unreadable ({unreadable['_license']}): client fusion"
         try:
-            inf = get("_inference/_all", "cluster privilege monitor_inference", (400, 404))
+            inf = yield from get("_inference/_all", "cluster privilege monitor_inference", (400, 404))
             raw_endpoints = inf.get("endpoints", []) if isinstance(inf, dict) else []
         except ClusterError:
             raw_endpoints = []
@@ -385,7 +579,7 @@ class ClusterClient:
             }
             for e in raw_endpoints
         }
-        plugins_resp = get("_nodes/plugins", "cluster privilege monitor")
+        plugins_resp = yield from get("_nodes/plugins", "cluster privilege monitor")
         plugins = sorted(
             {
                 p.get("name", "")
@@ -397,7 +591,7 @@ class ClusterClient:
         assets: dict[str, int | None] = {}
         installed: dict[str, Any] = {}
         for path in setup_paths(self.settings):  # paths only: works with analyzer=auto unresolved
-            got = get(path, ASSET_PRIVILEGE[path.split("/", 1)[0]], (404,))
+            got = yield from get(path, ASSET_PRIVILEGE[path.split("/", 1)[0]], (404,))
             assets[path] = installed_version(path, got)
             installed[path] = got
         known = version != UNKNOWN_VERSION
@@ -446,10 +640,20 @@ class ClusterClient:
         Args:
             settings: Settings whose ``fusion_path`` applies (per-call override).
         """
+        if (settings or self.settings).fusion.path is FusionPath.CLIENT:
+            return "client"
+        return self.fusion_path_of(self.probe(), settings)
+
+    def fusion_path_of(self, caps: Capabilities, settings: Settings | None = None) -> str:
+        """:meth:`fusion_path` decided from a probe already made (no request).
+
+        Args:
+            caps: The cluster's capabilities.
+            settings: Settings whose ``fusion_path`` applies (per-call override).
+        """
         mode = (settings or self.settings).fusion.path
         if mode is FusionPath.CLIENT:
             return "client"
-        caps = self.probe()
         if mode is FusionPath.NATIVE:
             if not caps.native_rrf:
                 raise ConfigError(

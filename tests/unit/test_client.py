@@ -536,7 +536,9 @@ def test_close_waits_for_a_running_search(settings: Settings, monkeypatch: pytes
 
 
 def test_from_elasticsearch_refuses_what_is_not_a_client() -> None:
-    with pytest.raises(ConfigError, match=r"takes an elasticsearch\.Elasticsearch client, got str .*from_url"):
+    with pytest.raises(
+        ConfigError, match=r"takes an elasticsearch\.Elasticsearch or AsyncElasticsearch client, got str .*from_url"
+    ):
         RagClient.from_elasticsearch("http://localhost:9200")
     with pytest.raises(ConfigError, match="needs a scheme"):
         RagClient.from_url("localhost:9200")
