@@ -179,6 +179,9 @@ class RagPipeline:
                 vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
                 st.out_count = 1
                 trace.paths["dense"] = "client-embedding"
+                plan = getattr(self.embedder, "device_plan", None)  # a test double may have none
+                if plan is not None:
+                    st.info["device"] = plan.describe()
                 return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
                 trace.paths["dense"] = f"fallback: bm25 only (query embedding failed: {exc})"
