@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -284,7 +284,7 @@ def discover(
     return found
 
 
-def load_files(
+def iter_files(
     paths: Sequence[str | Path],
     *,
     tenant_id: str,
@@ -295,10 +295,11 @@ def load_files(
     ignore_file: str | Path | None = None,
     exclude_dirs: Sequence[str | Path] = (),
     stdin: BinaryIO | None = None,
-) -> list[SourceDoc]:
-    """Read the sources :func:`discover` finds into :class:`SourceDoc` records (a JSONL file gives one per
-    line); failures go into ``report.failed``, skips into ``report.skipped``, the time into
-    ``report.timings["parse"]``.
+) -> Iterator[SourceDoc]:
+    """Read the sources :func:`discover` finds into :class:`SourceDoc` records, lazily: a file is read when the
+    caller asks for its document (a JSONL file gives one per line), so an ingest holds one file at a time, not
+    the corpus. Failures go into ``report.failed``, skips into ``report.skipped`` (the folder walk runs at the
+    first document), the reading time into ``report.timings["parse"]``.
 
     Args:
         paths: Files, folders, or ``-`` for stdin.
@@ -314,7 +315,6 @@ def load_files(
     import time
 
     t0 = time.perf_counter()
-    docs: list[SourceDoc] = []
     seen: dict[str, str] = {}
     for item in discover(
         paths,
@@ -325,6 +325,7 @@ def load_files(
         exclude_dirs=exclude_dirs,
     ):
         name = str(item.path) if item.path is not None else "<stdin>"
+        docs: list[SourceDoc] = []
         try:
             if item.path is None:
                 data = (stdin or sys.stdin.buffer).read()
@@ -347,29 +348,71 @@ def load_files(
             text = decode_source(Path(name), data)
             if fmt == "jsonl":
                 docs.extend(_jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report))
-                continue
-            if item.source_id in seen:
+            elif item.source_id in seen:
                 raise InputError(
                     name,
                     "source_id",
                     f"{item.source_id!r} is also the id of {seen[item.source_id]} (ids are paths relative to the "
                     "folder given): pass --base-dir with a folder above both, or ingest them separately",
                 )
-            seen[item.source_id] = name
-            docs.append(
-                SourceDoc(
-                    source_id=item.source_id,
-                    text=text,
-                    tenant_id=tenant_id,
-                    acl=tuple(acl),
-                    source_version=default_version(text),
-                    source_path=name,
-                    fmt=fmt,
+            else:
+                seen[item.source_id] = name
+                docs.append(
+                    SourceDoc(
+                        source_id=item.source_id,
+                        text=text,
+                        tenant_id=tenant_id,
+                        acl=tuple(acl),
+                        source_version=default_version(text),
+                        source_path=name,
+                        fmt=fmt,
+                    )
                 )
-            )
         except InputError as err:
             report.failed.append(err.as_dict())
         except OSError as exc:
             report.failed.append({"document": name, "field": "path", "reason": str(exc)})
+        report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
+        yield from docs
+        t0 = time.perf_counter()  # the caller's time between two files is not parse time
     report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
-    return docs
+
+
+def load_files(
+    paths: Sequence[str | Path],
+    *,
+    tenant_id: str,
+    acl: Sequence[str],
+    report: IngestReport,
+    base_dir: str | Path | None = None,
+    source_id: str | None = None,
+    ignore_file: str | Path | None = None,
+    exclude_dirs: Sequence[str | Path] = (),
+    stdin: BinaryIO | None = None,
+) -> list[SourceDoc]:
+    """Every document :func:`iter_files` yields, read now (for callers that need them all, e.g. ``es-rag chunk``).
+
+    Args:
+        paths: Files, folders, or ``-`` for stdin.
+        tenant_id: Tenant of every document (a JSONL line may repeat it, not change it).
+        acl: ACL groups of every document (a JSONL line may set its own).
+        report: Receives failures, skips and the parse time.
+        base_dir: See :func:`discover`.
+        source_id: See :func:`discover`.
+        ignore_file: See :func:`discover`.
+        exclude_dirs: See :func:`discover`.
+        stdin: Where ``-`` reads from (default: the process's standard input).
+    """
+    return list(
+        iter_files(
+            paths,
+            tenant_id=tenant_id,
+            acl=acl,
+            report=report,
+            base_dir=base_dir,
+            source_id=source_id,
+            ignore_file=ignore_file,
+            exclude_dirs=exclude_dirs,
+            stdin=stdin,
+        )
+    )

@@ -169,3 +169,24 @@ def test_cuda_when_present(tiny_bi_encoder: Path) -> None:
     np.testing.assert_allclose(gpu.embed_documents(["a b c", "d e f"]), cpu, atol=1e-4)
     half = SentenceTransformerEmbedder(str(tiny_bi_encoder), precision="fp16")
     np.testing.assert_allclose(half.embed_documents(["a b c", "d e f"]), cpu, atol=2e-2)
+
+
+@pytest.mark.slow
+def test_encode_pool_gives_the_single_process_vectors(tiny_bi_encoder: Path) -> None:
+    """``--encode-workers 2``: sentence-transformers' multi-process pool (two spawned CPU workers) encodes the same
+    vectors as this process, in the same order, and stops with the ingest."""
+    texts = [
+        f"passage {i}: " + " ".join(["alpha", "beta", "gamma", "delta"][: 1 + i % 4] * (1 + i % 7)) for i in range(37)
+    ]
+    single = SentenceTransformerEmbedder(str(tiny_bi_encoder), device="cpu").embed_documents(texts)
+    pooled = SentenceTransformerEmbedder(str(tiny_bi_encoder), device="cpu", encode_workers=2)
+    try:
+        first = pooled.embed_documents(texts)
+        assert pooled._pool is not None and len(pooled._pool["processes"]) == 2
+        again = pooled.embed_documents(texts[:5])  # the pool is reused, not restarted
+        np.testing.assert_allclose(first, single, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(again, single[:5], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(pooled.embed_query(texts[3]), single[3], rtol=0, atol=1e-6)  # in-process
+    finally:
+        pooled.stop_pool()
+    assert pooled._pool is None
