@@ -758,8 +758,10 @@ class RagClient:
         Raises:
             ConfigError: A missing tenant, a bad strategy, ``sync`` with a file, a missing ``base_dir``.
         """
+        import itertools
+
         from es_rag.chunking import Strategy
-        from es_rag.ingest import IngestReport, load_files
+        from es_rag.ingest import IngestReport, iter_files
 
         tenant = _tenant(tenant)
         Strategy.parse(strategy)
@@ -771,7 +773,7 @@ class RagClient:
             scopes = sync_scopes(items, base_dir)  # a file is refused before anything is read
         self._check_open()
         report = IngestReport()
-        docs = load_files(
+        stream = iter_files(  # read lazily, one file at a time
             items,
             tenant_id=tenant,
             acl=_groups(acl) or ("public",),
@@ -784,8 +786,10 @@ class RagClient:
             meta=meta,
             updated_from_mtime=updated_from_mtime,
         )
-        if not docs and scopes is None:
+        first = next(stream, None)
+        if first is None and scopes is None:
             return report
+        docs = itertools.chain([] if first is None else [first], stream)
         chunking = {"strategy": strategy, "contextual": contextual, "parent_max_tokens": parent_max_tokens}
         return self._ingest(docs, report, tenant=tenant, scopes=scopes, chunking=chunking)
 
@@ -855,7 +859,7 @@ class RagClient:
 
     def _ingest(
         self,
-        docs: Sequence[SourceDoc],
+        docs: Iterable[SourceDoc],
         report: IngestReport,
         *,
         tenant: str,

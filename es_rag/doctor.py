@@ -48,8 +48,13 @@ def local_doctor(settings: Settings, *, load_models: bool = False) -> dict[str, 
         models["reranker"] = settings.rerank.model
     for key, name in models.items():
         out[key] = {"name": name, "source": model_source(name), "status": "not loaded (--load-models loads it)"}
+    out["device"] = {
+        "requested": f"{settings.encoder.device} {settings.encoder.precision}",
+        "resolved": "not resolved (--load-models resolves it: cuda, else mps, else cpu for auto)",
+    }
     if load_models:
         _load(settings, out)
+        out["device"]["resolved"] = out["embedding_model"].get("device", out["embedding_model"]["status"])
     out["paths"] = {
         "bm25": "bm25s (embedded)",
         "knn": "exact numpy (embedded)",
@@ -65,18 +70,27 @@ def local_doctor(settings: Settings, *, load_models: bool = False) -> dict[str, 
 def _load(settings: Settings, out: dict[str, Any]) -> None:
     from es_rag.cross_encoder.model import CrossEncoderReranker
     from es_rag.encoders.embedder import SentenceTransformerEmbedder
-    from es_rag.errors import ModelLoadError
+    from es_rag.errors import ConfigError, ModelLoadError
 
-    emb = SentenceTransformerEmbedder(settings.encoder.model)
+    emb = SentenceTransformerEmbedder(
+        settings.encoder.model, device=settings.encoder.device, precision=settings.encoder.precision
+    )
     try:
         emb.warm_up()
-        out["embedding_model"].update(version=emb.version, dims=emb.dims, status="ok")
-    except ModelLoadError as exc:
+        out["embedding_model"].update(
+            version=emb.version, dims=emb.dims, device=emb.device_plan.describe(), status="ok"
+        )
+    except (ModelLoadError, ConfigError) as exc:
         out["embedding_model"]["status"] = f"unavailable: {exc}"
     if settings.rerank.model:
-        rr = CrossEncoderReranker(settings.rerank.model)
+        rr = CrossEncoderReranker(
+            settings.rerank.model,
+            device=settings.encoder.device,
+            precision=settings.encoder.precision,
+            backend=settings.rerank.backend,
+        )
         try:
             rr.warm_up()
-            out["reranker"]["status"] = "ok"
-        except ModelLoadError as exc:
+            out["reranker"].update(device=rr.device_plan.describe(), status="ok")
+        except (ModelLoadError, ConfigError) as exc:
             out["reranker"]["status"] = f"unavailable -> fused order fallback: {exc}"

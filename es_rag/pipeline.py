@@ -254,6 +254,9 @@ class RagPipeline:
                 if isinstance(version, str):
                     st.info["embedding_version"] = version
                 trace.paths["dense"] = "client-embedding"
+                plan = getattr(self.embedder, "device_plan", None)  # a test double may have none
+                if plan is not None:
+                    st.info["device"] = plan.describe()
                 return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
                 trace.paths["dense"] = f"fallback: bm25 only (query embedding failed: {exc})"

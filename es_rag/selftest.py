@@ -241,6 +241,8 @@ def run_selftest(backend: Any, *, keep: bool = False) -> SelftestReport:
         with _sigterm_as_interrupt():
             run.check("connect", lambda: _connect(backend), fatal=True)
             run.check("privileges", lambda: _privileges(backend))
+            if backend.settings.encoder.inference_id:
+                run.check("inference endpoint", lambda: _inference_endpoint(backend), fatal=True)
             created = True  # from here on something may exist: clean up whatever happens
             run.check("setup", lambda: _setup(backend), fatal=True)
             _exercise(backend, run)
@@ -372,6 +374,42 @@ def _lineage(backend: Any) -> str:
     assert src.get("ingested_at"), "the pipeline did not set ingested_at"
     assert src.get("version_key") == f"{src['source_id']}@{src['source_version']}", "version_key missing"
     return "_id = chunk_id, content_hash = base64(sha256(0x00 + text)), ingested_at and version_key set"
+
+
+INFERENCE_PROBE = "es_rag selftest probe: how is a password reset?"
+"""The text the configured inference endpoint is asked to embed."""
+
+
+def _inference_endpoint(backend: Any) -> str:
+    """The server-side embedding path (``--inference-id``, ``inference`` or ``semantic_text`` vector mode): the
+    endpoint exists (``GET _inference/<id>``) and embeds a probe text (``POST _inference/<task_type>/<id>``) into
+    ``vector_dims`` dimensions (a dense ``text_embedding`` endpoint) or a non-empty sparse vector."""
+    from es_rag.errors import ClusterError
+    from es_rag.es_request import EsRequest
+
+    s: Settings = backend.settings
+    endpoint = s.encoder.inference_id
+    try:
+        got = backend.send(EsRequest("GET", f"_inference/{endpoint}"))
+    except ClusterError as exc:
+        raise AssertionError(f"inference endpoint {endpoint!r} not found or not readable: {exc}") from None
+    found = [e for e in got.get("endpoints", []) if e.get("inference_id") == endpoint]
+    assert found, f"inference endpoint {endpoint!r} not listed by GET _inference/{endpoint}"
+    task = str(found[0].get("task_type", "text_embedding"))
+    answer = backend.send(EsRequest("POST", f"_inference/{task}/{endpoint}", {"input": [INFERENCE_PROBE]}))
+    if task == "text_embedding":
+        rows = answer.get("text_embedding") or []
+        assert rows and "embedding" in rows[0], f"{endpoint} returned no text_embedding for the probe: {answer}"
+        dims = len(rows[0]["embedding"])
+        assert dims == s.encoder.dims, (
+            f"{endpoint} embeds into {dims} dimensions, vector_dims is {s.encoder.dims}: pass --vector-dims {dims}"
+        )
+        return f"{endpoint} ({task}, {found[0].get('service', '?')}) embeds the probe into {dims} dimensions"
+    if task == "sparse_embedding":
+        rows = answer.get("sparse_embedding") or []
+        assert rows and rows[0].get("embedding"), f"{endpoint} returned no sparse_embedding for the probe: {answer}"
+        return f"{endpoint} ({task}) embeds the probe into {len(rows[0]['embedding'])} weighted tokens"
+    raise AssertionError(f"{endpoint} is a {task} endpoint: vectors need text_embedding or sparse_embedding")
 
 
 def _vectors(backend: Any) -> tuple[str, str] | str:

@@ -29,7 +29,13 @@ def build_embedder(settings: Settings, *, show_progress: bool = False) -> Senten
         settings: Gives the model and the expected dimension.
         show_progress: Progress bar while embedding documents.
     """
-    embedder = SentenceTransformerEmbedder(settings.encoder.model, show_progress=show_progress)
+    embedder = SentenceTransformerEmbedder(
+        settings.encoder.model,
+        device=settings.encoder.device,
+        precision=settings.encoder.precision,
+        encode_workers=settings.encoder.encode_workers,
+        show_progress=show_progress,
+    )
     embedder.warm_up()
     if embedder.dims != settings.encoder.dims:
         raise ConfigError(

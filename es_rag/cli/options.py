@@ -29,7 +29,7 @@ Scope = Mapping[str, Sequence[str] | None]
 
 SEARCH_INDEX = ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields")
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
-QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode")
+QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision")
 """The ``encoder`` settings a query needs."""
 POST_RETRIEVAL = ("dedup", "rerank", "gate", "boost", "select", "expand", "pack")
 

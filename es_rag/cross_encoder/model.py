@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
 from es_rag.encoders.tokenizer import tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
@@ -254,7 +255,9 @@ class CrossEncoderReranker:
         model: Hub name or local directory of a cross-encoder.
         batch_size: Pairs (windows) per forward pass.
         max_length: Token limit of one (query, passage) pair; None = the model's own.
-        device: Torch device.
+        device: ``auto`` (cuda, else mps, else cpu), ``cpu``, ``cuda`` (or ``cuda:N``) or ``mps``; resolved when the
+            model loads (:func:`~es_rag.encoders.device.resolve_device`).
+        precision: ``fp32`` or ``fp16`` (CUDA only).
         long_text: ``windows`` or ``truncate`` for passages over the limit.
         aggregation: ``max`` or ``mean_top_m`` over window scores.
         top_m: ``m`` of ``mean_top_m``.
@@ -268,7 +271,8 @@ class CrossEncoderReranker:
         *,
         batch_size: int = 32,
         max_length: int | None = None,
-        device: str = "cpu",
+        device: str = "auto",
+        precision: str = "fp32",
         long_text: str = "windows",
         aggregation: str = "max",
         top_m: int = 2,
@@ -282,7 +286,9 @@ class CrossEncoderReranker:
         self.name = model
         self.batch_size = batch_size
         self.max_length = max_length
-        self.device = device
+        self.requested_device = device
+        self.precision = precision
+        self._plan: DevicePlan | None = None
         self.long_text = long_text
         self.aggregation = aggregation
         self.top_m = top_m
@@ -291,13 +297,12 @@ class CrossEncoderReranker:
         self._version: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, device: str = "cpu") -> CrossEncoderReranker:
+    def from_settings(cls, settings: Settings) -> CrossEncoderReranker:
         """A reranker for ``settings.rerank.model`` with the settings' batch, length, long-text,
-        aggregation and backend options.
+        aggregation and backend options, on ``settings.encoder.device`` in ``settings.encoder.precision``.
 
         Args:
             settings: The settings (``reranker_model`` must be set).
-            device: Torch device.
         """
         if not settings.rerank.model:
             raise ConfigError("reranker_model: not set (reranking is disabled)")
@@ -305,12 +310,31 @@ class CrossEncoderReranker:
             settings.rerank.model,
             batch_size=settings.rerank.batch_size,
             max_length=settings.rerank.max_length,
-            device=device,
+            device=settings.encoder.device,
+            precision=settings.encoder.precision,
             long_text=settings.rerank.long_text,
             aggregation=settings.rerank.aggregation,
             top_m=settings.rerank.top_m,
             backend=settings.rerank.backend,
         )
+
+    @property
+    def device_plan(self) -> DevicePlan:
+        """The resolved device and precision (resolved once, without loading the model). The int8 backend runs
+        on the CPU: ``auto`` resolves to ``cpu`` for it, and an explicit accelerator is an error."""
+        if self._plan is None:
+            requested = self.requested_device
+            if self.backend == "int8":
+                if str(requested).lower() not in ("auto", "cpu"):
+                    raise ConfigError(f"rerank_backend int8: runs on the CPU, not {requested!r}; use --device cpu")
+                requested = "cpu"
+            self._plan = resolve_device(requested, self.precision)
+        return self._plan
+
+    @property
+    def device(self) -> str:
+        """The torch device the model runs on (``cpu``, ``cuda``, ``mps``)."""
+        return self.device_plan.device
 
     # -- loading ---------------------------------------------------------------------------
     def _construct(self, name: str, **kwargs: Any) -> Any:
@@ -332,11 +356,11 @@ class CrossEncoderReranker:
             import torch
             from torch.ao.quantization import quantize_dynamic
 
-            if self.device != "cpu":
-                raise ModelLoadError(f"the int8 reranker backend runs on the CPU, not {self.device!r}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)  # type: ignore[no-untyped-call]
+        if self.device_plan.precision == "fp16":
+            model.half()
         return model
 
     def warm_up(self) -> None:
@@ -354,7 +378,7 @@ class CrossEncoderReranker:
         from es_rag.encoders.embedder import quiet_model_loading
 
         quiet_model_loading()
-        kwargs: dict[str, Any] = {"device": self.device}
+        kwargs: dict[str, Any] = {"device": self.device_plan.device}
         if self.max_length is not None:
             kwargs["max_length"] = self.max_length
         if not Path(self.name).is_dir():
@@ -399,7 +423,8 @@ class CrossEncoderReranker:
             else:
                 config = getattr(self.model, "config", None)
                 digest.update(str(getattr(config, "_commit_hash", None) or self.name).encode())
-            self._version = f"{digest.hexdigest()[:16]}+{self.backend}"
+            fp16 = "+fp16" if self.device_plan.precision == "fp16" else ""  # fp16 scores differ in the last bits
+            self._version = f"{digest.hexdigest()[:16]}+{self.backend}{fp16}"
         return self._version
 
     def limit(self) -> int:

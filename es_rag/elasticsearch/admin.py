@@ -150,6 +150,8 @@ class ClusterAdmin(ClusterClient):
                 "rerank": f"python cross-encoder ({s.rerank.model})" if s.rerank.model else "disabled",
                 "select/pack": "python (mmr, per-source cap, token budget)",
             },
+            # the device of the client-side models (query embedding, cross-encoder); resolved when they load
+            "device": {"requested": f"{s.encoder.device} {s.encoder.precision}"},
         }
 
     # -- setup --------------------------------------------------------------------------------

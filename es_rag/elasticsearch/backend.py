@@ -12,8 +12,10 @@ synchronous client, ``aretrieve`` (and ``asnapshot_versions``, ``aget_parents``,
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,14 @@ def bulk_initial_backoff() -> float:
     return BULK_INITIAL_BACKOFF * (1.0 - BULK_BACKOFF_JITTER * random.random())
 
 
+def _slices(items: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+BULK_CHUNK_SIZE = 200
+"""Documents per ``_bulk`` request (``streaming_bulk``'s ``chunk_size``)."""
+
+
 BULK_FATAL_STATUSES = (401, 403, 413)
 """Statuses after which a bulk run stops: resending or going on cannot help (credentials, privileges, size)."""
 
@@ -92,7 +102,12 @@ class ElasticsearchBackend(ClusterAdmin):
 
         ``helpers.streaming_bulk`` resends 429s (whole request or single documents) after a jittered, doubling
         wait; the client it gets resends only 502/503/504 itself, and waits
-        ``settings.connection.bulk_timeout`` per request.
+        ``settings.connection.bulk_timeout`` per request. With ``settings.ingest.bulk_concurrency`` N > 1 the
+        documents are cut into N slices (at most ``BULK_CHUNK_SIZE`` each) sent by N threads, each slice through its
+        own ``streaming_bulk``: ``helpers.parallel_bulk`` is not used because it sends each chunk once
+        (``_process_bulk_chunk`` without the retry loop of ``streaming_bulk``, elasticsearch-py
+        ``helpers/actions.py``), so a 429 would fail its documents instead of resending them. Results are read in
+        slice order, so the per-document report is the same as with one request at a time.
         Every acknowledged document is counted as the stream yields it, so a failure part-way still reports how
         many landed. A 401, 403 or 413 (credentials, privileges, request size) stops the run with a clear error
         instead of failing every remaining document the same way.
@@ -116,16 +131,28 @@ class ElasticsearchBackend(ClusterAdmin):
                 continue
             by_id = {c.chunk_id: c for c in docs}
             actions = self._actions(docs, index, not server_embeds, report.failed)
-            stream = helpers.streaming_bulk(
-                client,
-                actions,
-                raise_on_error=False,
-                raise_on_exception=False,
-                max_retries=BULK_MAX_RETRIES,
-                initial_backoff=bulk_initial_backoff(),
-                max_backoff=BULK_MAX_BACKOFF,
-                chunk_size=200,
-            )
+
+            def send(part: Iterable[dict[str, Any]]) -> Iterable[tuple[bool, Any]]:
+                return helpers.streaming_bulk(
+                    client,
+                    part,
+                    raise_on_error=False,
+                    raise_on_exception=False,
+                    max_retries=BULK_MAX_RETRIES,
+                    initial_backoff=bulk_initial_backoff(),
+                    max_backoff=BULK_MAX_BACKOFF,
+                    chunk_size=BULK_CHUNK_SIZE,
+                )
+
+            threads = self.settings.ingest.bulk_concurrency
+            pool = ThreadPoolExecutor(threads, thread_name_prefix="es-rag-bulk") if threads > 1 else None
+            stream: Iterable[tuple[bool, Any]]
+            if pool is None:
+                stream = send(actions)
+            else:
+                size = max(1, min(BULK_CHUNK_SIZE, -(-len(docs) // threads)))
+                parts = _slices(list(actions), size)
+                stream = itertools.chain.from_iterable(pool.map(lambda part: list(send(part)), parts))
             try:
                 for ok, item in stream:
                     info = next(iter(item.values()))
@@ -155,6 +182,9 @@ class ElasticsearchBackend(ClusterAdmin):
                     f"bulk indexing into {index} failed: cluster unreachable at {self.url}: {exception_cause(exc)} "
                     f"({report.indexed} documents were indexed before the failure)"
                 ) from exc
+            finally:
+                if pool is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
         return report
 
     # -- reads --------------------------------------------------------------------------------

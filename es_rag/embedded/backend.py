@@ -152,6 +152,7 @@ class EmbeddedBackend:
         self._columns = FilterColumns([])
         self._bm25: dict[str, Any] = {}
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
+        self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
         if self.directory is not None and (self.directory / "meta.json").is_file():
             self._load()
@@ -330,7 +331,7 @@ class EmbeddedBackend:
             ids = list(self._children)
             docs = [self._children[c] for c in ids]
             matrix = (
-                np.stack([self._vectors[c] for c in ids]).astype(np.float32)
+                knn_rows(np.stack([self._vectors[c] for c in ids]).astype(np.float32), self.similarity)
                 if ids
                 else np.zeros((0, self.dims or 0), np.float32)
             )
@@ -349,6 +350,7 @@ class EmbeddedBackend:
             # published only when complete: a read never sees new ids with an old matrix or a half-built BM25
             self._ids, self._matrix, self._bm25, self._columns = ids, matrix, indices, columns
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
+            self._groups = None  # built lazily by _neighbor_groups
             self._dirty = False
 
     def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
@@ -378,7 +380,8 @@ class EmbeddedBackend:
         if flt is None:
             return len(self._children)
         flt = self.snapshot_versions(flt)
-        return sum(1 for doc in self._children.values() if flt.matches(doc))
+        self._refresh()
+        return int(np.count_nonzero(self._mask(flt))) if self._ids else 0
 
     def snapshot_versions(self, flt: SearchFilter) -> SearchFilter:
         """``flt`` with the tenant's active-version snapshot from the registry (:mod:`es_rag.versions.registry`).
@@ -407,6 +410,20 @@ class EmbeddedBackend:
         if FilterColumns.vectorises(flt):
             return self._columns.mask(flt)
         return exact_mask(flt, [self._children[c] for c in self._ids])
+
+    def _neighbor_groups(self) -> dict[tuple[Any, Any, Any], list[dict[str, Any]]]:
+        """Children by ``(source_id, source_version, parent_id)`` in ``start_offset`` order, built once per index
+        state (the first neighbour expansion after a write), so an anchor reads its group instead of every chunk."""
+        self._refresh()
+        groups = self._groups
+        if groups is None:
+            groups = {}
+            for d in self._children.values():
+                groups.setdefault((d["source_id"], d.get("source_version"), d.get("parent_id")), []).append(d)
+            for members in groups.values():
+                members.sort(key=lambda d: int(d.get("start_offset") or 0))
+            self._groups = groups
+        return groups
 
     def _hit(self, i: int) -> Hit:
         cid = self._ids[i]
@@ -462,7 +479,7 @@ class EmbeddedBackend:
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self._matrix.shape[1]:
             raise ConfigError(f"query vector has {q.shape[0]} dims, the index holds {self._matrix.shape[1]}")
-        scores = knn_scores(self._matrix, q, self.similarity)
+        scores = prepared_knn_scores(self._matrix, q, self.similarity)
         candidates = np.flatnonzero(mask)
         order = candidates[np.argsort(-scores[candidates], kind="stable")]
         return [self._hit(int(i)).replace(dense_score=float(scores[i])) for i in order[:k]]
@@ -569,24 +586,60 @@ class EmbeddedBackend:
         """
         out: dict[str, list[Hit]] = {}
         flt = self.snapshot_versions(flt)
+        groups = self._neighbor_groups() if anchors and window >= 1 else {}
         for a in anchors:
             if a.start_offset is None or window < 1:
                 continue
-            same = sorted(
-                (
-                    d
-                    for d in self._children.values()
-                    if d["source_id"] == a.source_id
-                    and d.get("source_version") == a.source_version
-                    and d.get("parent_id") == a.parent_id
-                    and flt.matches(d)
-                ),
-                key=lambda d: int(d["start_offset"]),
-            )
+            same = [d for d in groups.get((a.source_id, a.source_version, a.parent_id), ()) if flt.matches(d)]
             before = [d for d in same if int(d["start_offset"]) < a.start_offset][-window:]
             after = [d for d in same if int(d["start_offset"]) > a.start_offset][:window]
             out[a.chunk_id] = [Hit.from_source(d) for d in before + after]
         return out
+
+
+def knn_rows(matrix: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """The stored vectors as :func:`prepared_knn_scores` reads them, built once per index state (at the refresh after
+    a write, never per query): for cosine every row divided by its norm (a zero row stays zero), else the float32
+    vectors as they are.
+
+    Args:
+        matrix: Stored vectors (float32), one per row.
+        similarity: The mapping's similarity.
+    """
+    if similarity is not Similarity.COSINE:
+        return matrix
+    out = np.empty_like(matrix, dtype=np.float32)
+    step = 65536  # bounded temporaries: the float64 norms of one block at a time
+    for start in range(0, matrix.shape[0], step):
+        block = matrix[start : start + step]
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        norms[norms == 0] = 1.0
+        out[start : start + step] = block / norms[:, None]
+    return out
+
+
+def prepared_knn_scores(rows: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:
+    """:func:`knn_scores` over rows prepared by :func:`knn_rows`, without copying them: one float32 matrix-vector
+    product per query (cosine: against the unit query). The scores equal :func:`knn_scores` within float32 rounding
+    (``tests/unit/test_embedded_backend.py`` checks 1e-6 and the same ranking), as Lucene also scores float vectors
+    in float32.
+
+    Args:
+        rows: :func:`knn_rows` of the stored vectors.
+        query: Query vector.
+        similarity: The mapping's similarity.
+    """
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    if similarity is Similarity.COSINE:
+        norm = float(np.linalg.norm(q.astype(np.float64)))
+        unit = (q.astype(np.float64) / norm).astype(np.float32) if norm else q
+        return (1.0 + (rows @ unit).astype(np.float64)) / 2.0
+    if similarity is Similarity.L2_NORM:
+        return knn_scores(rows, q, similarity)
+    dots = (rows @ q).astype(np.float64)
+    if similarity is Similarity.DOT_PRODUCT:
+        return np.maximum(0.0, (1.0 + dots) / 2.0)
+    return np.where(dots < 0, 1.0 / (1.0 - np.minimum(dots, 0.0)), dots + 1.0)
 
 
 def knn_scores(matrix: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:

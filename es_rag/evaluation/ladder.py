@@ -236,7 +236,13 @@ def ladder(
     if embedder is None:
         from es_rag.encoders.embedder import SentenceTransformerEmbedder
 
-        embedder = SentenceTransformerEmbedder(base.encoder.model, batch_size=64, show_progress=progress)
+        embedder = SentenceTransformerEmbedder(
+            base.encoder.model,
+            batch_size=64,
+            device=base.encoder.device,
+            precision=base.encoder.precision,
+            show_progress=progress,
+        )
         embedder.warm_up()
     notes: list[str] = []
     limit = embedder.tokenizer().max_tokens

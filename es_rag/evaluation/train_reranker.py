@@ -79,6 +79,8 @@ class TrainingConfig:
             hard negatives (localized contrastive estimation, Gao et al. 2021), each group weighted by the
             positive's graded label, ``batch_size // group size`` groups per step; ``pointwise``: binary
             cross-entropy on single pairs against their graded labels, ``batch_size`` pairs per step.
+        device: Torch device to train on (:func:`~es_rag.encoders.device.resolve_device`: ``auto`` = cuda, else
+            mps, else cpu).
     """
 
     base_model: str
@@ -91,6 +93,7 @@ class TrainingConfig:
     max_length: int = 256
     seed: int = 13
     loss: str = "listwise"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -219,6 +222,7 @@ def train_cross_encoder(
     import torch
     from sentence_transformers import CrossEncoder
 
+    from es_rag.encoders.device import resolve_device
     from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
 
     if not pairs:
@@ -227,7 +231,7 @@ def train_cross_encoder(
     torch.manual_seed(config.seed)
     path, _ = resolve_model_path(config.base_model)
     try:
-        ce = CrossEncoder(path, num_labels=1, max_length=config.max_length, device="cpu")
+        ce = CrossEncoder(path, num_labels=1, max_length=config.max_length, device=resolve_device(config.device).device)
     except Exception as exc:
         raise ModelLoadError(f"cannot load base model {config.base_model!r}: {type(exc).__name__}: {exc}") from exc
     model, tok = ce.model, ce.tokenizer

@@ -19,9 +19,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import queue
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -37,6 +40,7 @@ from es_rag.ingest.sources import (
     decode_source,
     default_version,
     discover,
+    iter_files,
     load_files,
 )
 from es_rag.metadata import MetadataSchema
@@ -56,6 +60,7 @@ __all__ = [
     "discover",
     "ingest_documents",
     "ingest_sources",
+    "iter_files",
     "load_files",
     "section_units",
 ]
@@ -144,20 +149,123 @@ def section_units(children: Sequence[Chunk], parents: Sequence[Chunk]) -> list[C
     return [*parents, *(c for c in children if (c.tenant_id, c.source_id) not in with_parents)]
 
 
+class _IndexWriter:
+    """Writes embedded batches in the order given: inline (``queue_size`` 0), or in one background thread fed by a
+    queue of at most ``queue_size`` batches, so the caller embeds batch N+1 while batch N is being indexed. A full
+    queue blocks the caller (backpressure: a cluster answering 429 slows the embedding down instead of letting
+    batches pile up in memory). The first error of the writer stops it and is raised in the caller at its next
+    :meth:`put` or at :meth:`close`; nothing after a failed batch is written.
+
+    Each batch begins (hides) the versions of the sources it introduces before it writes their first document.
+    """
+
+    def __init__(self, backend: SearchBackend, report: IngestReport, lock: threading.Lock, queue_size: int) -> None:
+        self.backend = backend
+        self.store = backend.version_store()
+        self.report = report
+        self.lock = lock
+        self.switching: dict[str, list[Pair]] = defaultdict(list)
+        self._error: BaseException | None = None
+        self._queue: queue.Queue[_Batch | None] | None = None
+        self._thread: threading.Thread | None = None
+        if queue_size > 0:
+            self._queue = queue.Queue(maxsize=queue_size)
+            self._thread = threading.Thread(target=self._run, name="es-rag-indexer", daemon=True)
+            self._thread.start()
+
+    def put(self, batch: _Batch) -> None:
+        """Write ``batch`` (inline) or queue it, waiting while the queue is full.
+
+        Args:
+            batch: ``(tenant -> pairs to begin, children, parents)``.
+        """
+        if self._queue is None:
+            self._write(batch)
+            return
+        while True:
+            self._raise()
+            try:
+                self._queue.put(batch, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def close(self) -> None:
+        """Wait until every queued batch is written; raise the writer's error, if any."""
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)  # the writer drains the queue (skipping batches after an error), then stops
+            self._thread.join()
+            self._thread = None
+        self._raise()
+
+    def shutdown(self) -> None:
+        """Stop the writer after the caller failed: let it finish the batch in hand, drop its error (the caller's
+        is the one raised)."""
+        if self._thread is not None and self._queue is not None:
+            self._error = self._error or RuntimeError("ingest stopped")  # skip what is still queued
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        self._error = None
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            if self._error is not None:
+                continue
+            try:
+                self._write(batch)
+            except BaseException as exc:  # handed to the caller's thread
+                self._error = exc
+
+    def _write(self, batch: _Batch) -> None:
+        pairs, children, parents = batch
+        t0 = time.perf_counter()
+        for tenant, todo in pairs.items():
+            started = self.store.begin(tenant, todo)
+            self.switching[tenant].extend(started)
+        written = self.backend.index(children, parents) if (children or parents) else None
+        with self.lock:
+            if written is not None:
+                self.report.merge(written)
+            self.report.timings["index"] += time.perf_counter() - t0
+
+
+_Batch = tuple[dict[str, list[Pair]], list[Chunk], list[Chunk]]
+"""One embedding + indexing batch: the ``(source_id, version)`` pairs per tenant it begins, its children, its
+parents."""
+
+
 def ingest_documents(
-    docs: Sequence[SourceDoc],
+    docs: Iterable[SourceDoc],
     *,
     chunker: Chunker,
     embedder: Any,
     backend: SearchBackend,
     report: IngestReport | None = None,
     batch_size: int = 256,
+    queue_size: int = 2,
     progress: bool = False,
     listeners: Sequence[LineageListener] = (),
     server_chunking: bool = False,
     schema: MetadataSchema | None = None,
 ) -> IngestReport:
-    """Chunk, embed (in batches) and index ``docs``, then switch each source to its new version.
+    """Chunk, embed and index ``docs`` batch by batch, then switch each source to its new version.
+
+    Streaming: ``docs`` is read lazily, one document at a time; its chunks wait in a buffer until ``batch_size``
+    of them are there, then that batch is embedded and handed to the indexer. At most the buffer, the batch being
+    embedded, ``queue_size`` embedded batches and the batch being indexed are in memory, plus one
+    ``(source_id, version)`` per source for the version switch at the end. With ``queue_size`` > 0 indexing runs
+    in one background thread (:class:`_IndexWriter`): batch N+1 is embedded while batch N is bulk-indexed, in the
+    same order as without it, so the documents, the report and the versions are the same either way.
 
     With ``server_chunking`` (``vector_mode=semantic_text``) the retrieval units written to the chunk
     index are the *sections* -- each source's parent chunks, or its chunks when the strategy makes no
@@ -166,12 +274,13 @@ def ingest_documents(
     no id or offsets of their own (see :func:`es_rag.elasticsearch.responses.locate_server_chunk`).
 
     Args:
-        docs: Sources.
+        docs: Sources (any iterable; a generator is consumed once, lazily).
         chunker: The chunker.
         embedder: Anything with ``embed_documents`` and ``version``; None when the cluster embeds.
         backend: Destination.
         report: Report to extend (e.g. with file-reading failures).
         batch_size: Chunks per embedding + indexing batch.
+        queue_size: Embedded batches that may wait for the indexer; 0 embeds and indexes one after the other.
         progress: Show progress bars.
         listeners: Told about every retired version.
         server_chunking: Write sections as retrieval units and let the cluster chunk and embed them;
@@ -181,50 +290,69 @@ def ingest_documents(
     if server_chunking and embedder is not None:
         raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
     report = report or IngestReport()
-    warned = len(report.warnings)
-    children, parents = chunk_documents(docs, chunker, report, progress=progress, schema=schema)
-    if server_chunking:
-        children = section_units(children, parents)
-        # the model's input limit is the server chunker's concern here, not a per-section warning
-        del report.warnings[warned:]
-    store = backend.version_store()
-    # (tenant -> sources) that produced chunks; begin: hide the new versions while they are written.
-    by_tenant: dict[str, list[Pair]] = defaultdict(list)
-    seen: set[tuple[str, str]] = set()
-    for c in (*parents, *children):
-        if (c.tenant_id, c.source_id) not in seen:
-            seen.add((c.tenant_id, c.source_id))
-            by_tenant[c.tenant_id].append((c.source_id, c.source_version))
-    t0 = time.perf_counter()
-    switching = {tenant: store.begin(tenant, pairs) for tenant, pairs in by_tenant.items()}
-    report.timings["index"] += time.perf_counter() - t0
+    lock = threading.Lock()
     failed_before = len(report.failed)
-    bar = tqdm(total=len(children), desc="embed+index", unit="chunk", disable=not progress)
-    for start in range(0, len(children), batch_size):
-        batch = children[start : start + batch_size]
-        if embedder is not None:
+    names: dict[str, tuple[str, str]] = {}  # document name -> (tenant, source_id): what a failure row names
+    writer = _IndexWriter(backend, report, lock, queue_size)
+    bar = tqdm(desc="embed+index", unit="chunk", disable=not progress)
+    children: list[Chunk] = []
+    parents: list[Chunk] = []
+    pairs: dict[str, list[Pair]] = defaultdict(list)
+    seen: set[tuple[str, str]] = set()
+    supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
+
+    def emit(batch: list[Chunk]) -> None:
+        nonlocal parents, pairs
+        if embedder is not None and batch:
             t0 = time.perf_counter()
             vectors = embedder.embed_documents([c.embed_text for c in batch])
             batch = [c.with_vector(v, embedder.version) for c, v in zip(batch, vectors, strict=True)]
-            report.timings["embed"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        report.merge(backend.index(batch))
-        report.timings["index"] += time.perf_counter() - t0
+            with lock:
+                report.timings["embed"] += time.perf_counter() - t0
+        writer.put((dict(pairs), batch, parents))
         bar.update(len(batch))
-    bar.close()
+        parents, pairs = [], defaultdict(list)
+
+    try:
+        for doc in docs:
+            with lock:
+                warned = len(report.warnings)
+                kids, sections = chunk_documents([doc], chunker, report, schema=schema)
+                if server_chunking:
+                    kids = section_units(kids, sections)
+                    # the model's input limit is the server chunker's concern here, not a per-section warning
+                    del report.warnings[warned:]
+            for c in (*sections, *kids):
+                names[c.source_path or c.source_id] = (c.tenant_id, c.source_id)
+                if (c.tenant_id, c.source_id) not in seen:
+                    seen.add((c.tenant_id, c.source_id))
+                    pairs[c.tenant_id].append((c.source_id, c.source_version))
+                    # what it supersedes (meta.supersedes), recorded by the same registry write as its switch
+                    supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
+            children.extend(kids)
+            parents.extend(sections)
+            while len(children) >= batch_size:
+                head, children = children[:batch_size], children[batch_size:]
+                emit(head)
+        if children or parents or pairs:
+            emit(children)
+        children = []
+        writer.close()
+    except BaseException:
+        writer.shutdown()
+        raise
+    finally:
+        bar.close()
+        stop_pool = getattr(embedder, "stop_pool", None)
+        if stop_pool is not None:
+            stop_pool()
+    store = writer.store
     t0 = time.perf_counter()
-    if parents:
-        report.merge(backend.index([], parents))
-    names = {c.source_path or c.source_id: (c.tenant_id, c.source_id) for c in (*parents, *children)}
-    # tenant -> source -> the sources it supersedes (meta.supersedes), recorded by the same registry write
-    supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
-    for c in children:
-        supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
     broken = {names[f["document"]] for f in report.failed[failed_before:] if f.get("document") in names}
     store.refresh()
-    for tenant, pairs in switching.items():
-        ok = [p for p in pairs if (tenant, p[0]) not in broken]
-        bad = [p for p in pairs if (tenant, p[0]) in broken]
+    for tenant, todo in writer.switching.items():
+        ok = [p for p in todo if (tenant, p[0]) not in broken]
+        bad = [p for p in todo if (tenant, p[0]) in broken]
         retired = store.commit(tenant, ok, supersedes=supersedes.get(tenant)) if ok else []
         for source_id, version in ok:
             old = next((v for s, v in retired if s == source_id), None)
@@ -250,7 +378,7 @@ def ingest_documents(
 
 
 def ingest_sources(
-    docs: Sequence[SourceDoc],
+    docs: Iterable[SourceDoc],
     *,
     backend: SearchBackend,
     settings: Any,
@@ -268,8 +396,11 @@ def ingest_sources(
     delete the sources the synced folders no longer yield (:mod:`es_rag.ingest.sync`). Without ``docs`` no model
     is loaded (a sync of an emptied folder).
 
+    ``docs`` is streamed (:func:`ingest_documents`): pass :func:`~es_rag.ingest.sources.iter_files` to read each
+    file only when its turn comes; only the source ids are kept (for the sync).
+
     Args:
-        docs: The sources read.
+        docs: The sources (any iterable, read once, lazily).
         backend: Destination.
         settings: :class:`~es_rag.settings.Settings` (chunk size and overlap, vector mode).
         embedder: Returns the loaded embedding model; called only when there is something to ingest.
@@ -286,7 +417,16 @@ def ingest_sources(
     from es_rag.chunking import make_chunker
     from es_rag.settings import VectorMode
 
-    if docs:
+    ids: set[str] = set()
+
+    def tracked() -> Iterator[SourceDoc]:
+        for doc in docs:
+            ids.add(doc.source_id)
+            yield doc
+
+    stream = tracked()
+    first = next(stream, None)
+    if first is not None:
         if on_cluster:
             backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
         model = embedder()
@@ -298,20 +438,22 @@ def ingest_sources(
         )
         client_vectors = settings.encoder.vectors is VectorMode.CLIENT
         ingest_documents(
-            docs,
-            schema=settings.index.metadata_schema(),
+            itertools.chain([first], stream),
             chunker=chunker,
             embedder=model if (client_vectors or not on_cluster) else None,
             backend=backend,
             report=report,
+            batch_size=settings.ingest.batch_size,
+            queue_size=settings.ingest.queue,
             progress=progress,
             listeners=listeners,
             server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
+            schema=settings.index.metadata_schema(),
         )
     if sync_scopes is not None:
         from es_rag.ingest.sync import sync_removed
 
-        sync_removed(backend, tenant_id, {d.source_id for d in docs}, sync_scopes, report)
+        sync_removed(backend, tenant_id, ids, sync_scopes, report)
     return report
 
 

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -385,7 +385,7 @@ def discover(
     return found
 
 
-def load_files(
+def iter_files(
     paths: Sequence[str | Path],
     *,
     tenant_id: str,
@@ -399,10 +399,11 @@ def load_files(
     schema: MetadataSchema | None = None,
     meta: Mapping[str, Any] | None = None,
     updated_from_mtime: bool = False,
-) -> list[SourceDoc]:
-    """Read the sources :func:`discover` finds into :class:`SourceDoc` records (a JSONL file gives one per
-    line); failures go into ``report.failed``, skips into ``report.skipped``, the time into
-    ``report.timings["parse"]``.
+) -> Iterator[SourceDoc]:
+    """Read the sources :func:`discover` finds into :class:`SourceDoc` records, lazily: a file is read when the
+    caller asks for its document (a JSONL file gives one per line), so an ingest holds one file at a time, not
+    the corpus. Failures go into ``report.failed``, skips into ``report.skipped`` (the folder walk runs at the
+    first document), the reading time into ``report.timings["parse"]``.
 
     Args:
         paths: Files, folders, or ``-`` for stdin.
@@ -423,7 +424,6 @@ def load_files(
     schema = schema or MetadataSchema()
     defaults = dict(meta or {})
     t0 = time.perf_counter()
-    docs: list[SourceDoc] = []
     seen: dict[str, str] = {}
     for item in discover(
         paths,
@@ -434,6 +434,7 @@ def load_files(
         exclude_dirs=exclude_dirs,
     ):
         name = str(item.path) if item.path is not None else "<stdin>"
+        docs: list[SourceDoc] = []
         try:
             if item.path is None:
                 data = (stdin or sys.stdin.buffer).read()
@@ -457,52 +458,116 @@ def load_files(
             if fmt == "jsonl":
                 rows = _jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report, schema=schema)
                 docs.extend(_with_defaults(d, defaults, schema) for d in rows)
-                continue
-            if item.source_id in seen:
+            elif item.source_id in seen:
                 raise InputError(
                     name,
                     "source_id",
                     f"{item.source_id!r} is also the id of {seen[item.source_id]} (ids are paths relative to the "
                     "folder given): pass --base-dir with a folder above both, or ingest them separately",
                 )
-            seen[item.source_id] = name
-            front = FrontMatter(text)
-            if fmt == "markdown":
-                front = read_front_matter(text, document=name, schema=schema)
-                if front.ignored:
-                    report.warnings.append(
-                        {
-                            "document": name,
-                            "field": "front_matter",
-                            "reason": f"not metadata fields, ignored: {', '.join(front.ignored)}",
-                        }
-                    )
-            own = dict(front.meta)
-            if updated_from_mtime and item.path is not None and "updated" not in _names([*own, *defaults], schema):
-                own["updated"] = mtime_day(item.path)
-            docs.append(
-                _with_defaults(
-                    SourceDoc(
-                        source_id=item.source_id,
-                        text=front.text,
-                        tenant_id=tenant_id,
-                        acl=tuple(acl),
-                        source_version=front.version or default_version(text),
-                        title=front.title,
-                        source_path=name,
-                        fmt=fmt,
-                        meta=own,
-                    ),
-                    defaults,
-                    schema,
+            else:
+                seen[item.source_id] = name
+                docs.append(
+                    _file_doc(item, name, text, fmt, tenant_id, acl, report, schema, defaults, updated_from_mtime)
                 )
-            )
         except InputError as err:
             report.failed.append(err.as_dict())
         except OSError as exc:
             report.failed.append({"document": name, "field": "path", "reason": str(exc)})
+        report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
+        yield from docs
+        t0 = time.perf_counter()  # the caller's time between two files is not parse time
     report.timings["parse"] = report.timings.get("parse", 0.0) + time.perf_counter() - t0
-    return docs
+
+
+def _file_doc(
+    item: Found,
+    name: str,
+    text: str,
+    fmt: str,
+    tenant_id: str,
+    acl: Sequence[str],
+    report: IngestReport,
+    schema: MetadataSchema,
+    defaults: Mapping[str, Any],
+    updated_from_mtime: bool,
+) -> SourceDoc:
+    """The document of one (non-JSONL) file: its front matter read (Markdown), its metadata under ``defaults``."""
+    front = FrontMatter(text)
+    if fmt == "markdown":
+        front = read_front_matter(text, document=name, schema=schema)
+        if front.ignored:
+            report.warnings.append(
+                {
+                    "document": name,
+                    "field": "front_matter",
+                    "reason": f"not metadata fields, ignored: {', '.join(front.ignored)}",
+                }
+            )
+    own = dict(front.meta)
+    if updated_from_mtime and item.path is not None and "updated" not in _names([*own, *defaults], schema):
+        own["updated"] = mtime_day(item.path)
+    doc = SourceDoc(
+        source_id=item.source_id,
+        text=front.text,
+        tenant_id=tenant_id,
+        acl=tuple(acl),
+        source_version=front.version or default_version(text),
+        title=front.title,
+        source_path=name,
+        fmt=fmt,
+        meta=own,
+    )
+    return _with_defaults(doc, defaults, schema)
+
+
+def load_files(
+    paths: Sequence[str | Path],
+    *,
+    tenant_id: str,
+    acl: Sequence[str],
+    report: IngestReport,
+    base_dir: str | Path | None = None,
+    source_id: str | None = None,
+    ignore_file: str | Path | None = None,
+    exclude_dirs: Sequence[str | Path] = (),
+    stdin: BinaryIO | None = None,
+    schema: MetadataSchema | None = None,
+    meta: Mapping[str, Any] | None = None,
+    updated_from_mtime: bool = False,
+) -> list[SourceDoc]:
+    """Every document :func:`iter_files` yields, read now (for callers that need them all, e.g. ``es-rag chunk``).
+
+    Args:
+        paths: Files, folders, or ``-`` for stdin.
+        tenant_id: Tenant of every document (a JSONL line may repeat it, not change it).
+        acl: ACL groups of every document (a JSONL line may set its own).
+        report: Receives failures, skips and the parse time.
+        base_dir: See :func:`discover`.
+        source_id: See :func:`discover`.
+        ignore_file: See :func:`discover`.
+        exclude_dirs: See :func:`discover`.
+        stdin: Where ``-`` reads from (default: the process's standard input).
+        schema: See :func:`iter_files`.
+        meta: See :func:`iter_files`.
+        updated_from_mtime: See :func:`iter_files`.
+    """
+    return list(
+        iter_files(
+            paths,
+            tenant_id=tenant_id,
+            acl=acl,
+            report=report,
+            base_dir=base_dir,
+            source_id=source_id,
+            ignore_file=ignore_file,
+            exclude_dirs=exclude_dirs,
+            stdin=stdin,
+            schema=schema,
+            meta=meta,
+            updated_from_mtime=updated_from_mtime,
+        )
+    )
 
 
 def _names(keys: Sequence[str], schema: MetadataSchema) -> set[str]:

@@ -23,11 +23,13 @@ from es_rag.settings.enums import (
     Analyzer,
     Calibration,
     Choice,
+    Device,
     ExactChannel,
     ExpandMode,
     FusionMethod,
     FusionPath,
     LongText,
+    Precision,
     RerankBackend,
     ScoreNormalizer,
     SemanticChunking,
@@ -47,6 +49,7 @@ from es_rag.settings.groups import (
     FusionSettings,
     GateSettings,
     IndexSettings,
+    IngestSettings,
     PackSettings,
     RerankSettings,
     RetrieveSettings,
@@ -71,6 +74,7 @@ __all__ = [
     "ChunkingSettings",
     "ConnectionSettings",
     "DedupSettings",
+    "Device",
     "EncoderSettings",
     "ExactChannel",
     "ExpandMode",
@@ -81,8 +85,10 @@ __all__ = [
     "GateSettings",
     "Group",
     "IndexSettings",
+    "IngestSettings",
     "LongText",
     "PackSettings",
+    "Precision",
     "RerankBackend",
     "RerankSettings",
     "RetrieveSettings",
@@ -148,6 +154,7 @@ class Settings:
     index: IndexSettings
     encoder: EncoderSettings
     chunking: ChunkingSettings
+    ingest: IngestSettings
     retrieve: RetrieveSettings
     fusion: FusionSettings
     dedup: DedupSettings

@@ -183,3 +183,22 @@ class ExpandMode(Choice):
     NONE = "none"
     PARENT = "parent"
     NEIGHBORS = "neighbors"
+
+
+class Device(Choice):
+    """Where the embedding model and the cross-encoder run. ``auto`` is resolved when a model loads
+    (:func:`es_rag.encoders.device.resolve_device`): ``cuda`` when torch sees a CUDA device, else ``mps`` (Apple
+    silicon), else ``cpu``. Asking for ``cuda`` or ``mps`` on a machine without it is an error, never a silent CPU."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+
+
+class Precision(Choice):
+    """Weights and activations of the embedding model and the cross-encoder: ``fp32``, or ``fp16`` (half precision,
+    CUDA only: on a CPU fp16 matmuls are slow or missing)."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"

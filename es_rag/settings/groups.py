@@ -30,11 +30,13 @@ from es_rag.settings.enums import (
     Aggregation,
     Analyzer,
     Calibration,
+    Device,
     ExactChannel,
     ExpandMode,
     FusionMethod,
     FusionPath,
     LongText,
+    Precision,
     RerankBackend,
     ScoreNormalizer,
     SemanticChunking,
@@ -168,10 +170,29 @@ class EncoderSettings(Group):
     )
     semantic_max_chunk_size: int = opt(250, help="semantic_text max_chunk_size in words")
     semantic_overlap: int = opt(1, help="semantic_text overlap: 0/1 sentences (sentence), words (word)")
+    device: Device = opt(
+        Device.AUTO,
+        help="torch device of the embedding model and the cross-encoder; auto = cuda, else mps, else cpu "
+        "(asking for cuda or mps without one is an error)",
+    )
+    precision: Precision = opt(
+        Precision.FP32, help="fp32, or fp16 (half precision: CUDA only) for the embedding model and the cross-encoder"
+    )
+    encode_workers: int = opt(
+        0,
+        metavar="N",
+        help="ingest: encode in a pool of N processes (sentence-transformers' multi-process pool; pays off on "
+        "large ingests with spare CPU cores); 0 = in this process",
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError(f"embedding_model: needs a model name or directory, got {self.model!r}")
+        self._enum("device", Device)
+        self._enum("precision", Precision)
+        if self.precision is Precision.FP16 and self.device in (Device.CPU, Device.MPS):
+            raise ConfigError(f"precision fp16: CUDA only, but device is {self.device}; use --precision fp32")
+        self._int("encode_workers", minimum=0)
         self._int("dims")
         if self.dims > 4096:
             raise ConfigError(f"vector_dims: Elasticsearch dense_vector allows at most 4096, got {self.dims}")
@@ -221,6 +242,33 @@ class EncoderSettings(Group):
         body: dict[str, Any] = {"strategy": strategy.value, "max_chunk_size": self.semantic_max_chunk_size}
         body["sentence_overlap" if strategy is SemanticChunking.SENTENCE else "overlap"] = self.semantic_overlap
         return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestSettings(Group):
+    """How ingest moves chunks: batch size, how far embedding runs ahead of indexing, concurrent bulk requests."""
+
+    NAME: ClassVar[str] = "ingest"
+    TITLE: ClassVar[str] = "ingest: batches, embedding ahead of indexing, concurrent bulk requests"
+
+    batch_size: int = opt(256, flat="ingest_batch_size", help="chunks per embedding + indexing batch")
+    queue: int = opt(
+        2,
+        flat="ingest_queue",
+        metavar="N",
+        help="embedded batches waiting for the indexer (one background thread) while the next is embedded; "
+        "a full queue stops embedding (backpressure); 0 = embed and index one after the other",
+    )
+    bulk_concurrency: int = opt(
+        1, help="Elasticsearch: _bulk requests in flight at once, each retried on 429 with backoff"
+    )
+
+    def __post_init__(self) -> None:
+        self._int("batch_size")
+        self._int("queue", minimum=0)
+        self._int("bulk_concurrency")
+        if self.bulk_concurrency > 16:
+            raise ConfigError(f"bulk_concurrency: at most 16, got {self.bulk_concurrency}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -577,6 +625,7 @@ GROUPS: tuple[type[Group], ...] = (
     IndexSettings,
     EncoderSettings,
     ChunkingSettings,
+    IngestSettings,
     RetrieveSettings,
     FusionSettings,
     DedupSettings,

@@ -147,6 +147,9 @@ class RerankStage:
             assert h.rerank_score is not None
             out.append(h.replace(calibrated_score=cal.apply(h.rerank_score), final_score=h.rerank_score))
         fused_rank = {h.chunk_id: i for i, h in enumerate(head, start=1)}
+        plan = getattr(self.reranker, "device_plan", None)  # a test double may have none
+        if plan is not None:
+            info["device"] = plan.describe()
         info.update(
             reranked=True,
             model_version=self.reranker.version,

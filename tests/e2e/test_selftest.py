@@ -141,3 +141,16 @@ def test_cleanup_refuses_a_product_prefix() -> None:
         selftest.cleanup(backend)
     with pytest.raises(EsRagError, match="selftest runs only under"):
         selftest.run_selftest(backend)
+
+
+def test_selftest_checks_the_configured_inference_endpoint(run: Any) -> None:
+    """The server-side embedding path (issue 20): the endpoint must exist and embed a probe into vector_dims."""
+    cluster = _cluster(version="9.5.0", license_type="trial")
+    rc, report = run(cluster, "--inference-id", E5)
+    detail = {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+    assert rc == 0 and detail["inference endpoint"][0] == "pass"
+    assert "embeds the probe into" in detail["inference endpoint"][1]
+    rc, report = run(_cluster(version="9.5.0", license_type="trial"), "--inference-id", "no-such-endpoint")
+    detail = {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+    assert rc == 1 and detail["inference endpoint"][0] == "fail"
+    assert "no-such-endpoint" in detail["inference endpoint"][1] and "setup" not in detail  # fatal: nothing created

@@ -107,3 +107,77 @@ def test_dims_mismatch_on_reopen(tmp_path) -> None:  # type: ignore[no-untyped-d
 
     with pytest.raises(ConfigError, match="4-dim"):
         EmbeddedBackend(tmp_path, dims=8)
+
+
+# -- kNN over the cached rows (issue 20 part 5) ---------------------------------------------------------------------
+def _random_backend(similarity: str, n: int, seed: int) -> tuple[EmbeddedBackend, np.ndarray]:
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(n, 4)).astype(np.float32)
+    if similarity == "dot_product":
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    b = EmbeddedBackend(dims=4, similarity=similarity)
+    chunks = [dataclasses.replace(chunk(i, f"t{i}"), vector=vectors[i]) for i in range(n)]
+    b.index(chunks)
+    return b, vectors
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot_product", "l2_norm", "max_inner_product"])
+def test_knn_on_the_cached_rows_scores_and_ranks_as_the_float64_reference(similarity: str) -> None:
+    """The rows are prepared once per index state (cosine: unit float32 rows) instead of a float64 copy of the whole
+    matrix per query; scores stay within float32 rounding of the reference and the ranking is the same."""
+    from es_rag.embedded.backend import knn_scores
+    from es_rag.settings import Similarity
+
+    b, vectors = _random_backend(similarity, 300, seed=len(similarity))
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        q = rng.normal(size=4).astype(np.float32)
+        if similarity == "dot_product":
+            q /= np.linalg.norm(q)
+        ref = knn_scores(vectors, q, Similarity(similarity))
+        hits = b.knn(q, SearchFilter("a"), 300)
+        got = {h.chunk_id: h.dense_score for h in hits}
+        np.testing.assert_allclose([got[f"c{i}"] for i in range(300)], ref, rtol=0, atol=1e-6)
+        order = [int(h.chunk_id[1:]) for h in hits]
+        ref_order = list(np.argsort(-ref, kind="stable"))
+        # the same ranking, but for neighbours whose reference scores tie within float32 rounding
+        swaps = [i for i, (a, r) in enumerate(zip(order, ref_order, strict=True)) if a != r]
+        assert all(abs(ref[order[i]] - ref[ref_order[i]]) < 1e-6 for i in swaps)
+
+
+def test_the_cached_rows_follow_every_write() -> None:
+    b = EmbeddedBackend(dims=4)
+    b.index([chunk(0, "x", vec=[1, 0, 0, 0]), chunk(1, "y", vec=[0, 2, 0, 0])])
+    q = np.asarray([0, 1, 0, 0], dtype=np.float32)
+    assert [h.chunk_id for h in b.knn(q, SearchFilter("a"), 1)] == ["c1"]
+    b.index([chunk(1, "y", vec=[-3, 0, 0, 0]), chunk(2, "z", vec=[0, 0.5, 0.1, 0])])  # c1 replaced, c2 added
+    assert [(h.chunk_id, round(h.dense_score, 6)) for h in b.knn(q, SearchFilter("a"), 3)] == [
+        ("c2", round((1 + 0.5 / np.sqrt(0.26)) / 2, 6)),
+        ("c0", 0.5),
+        ("c1", 0.5),
+    ]
+    b.version_store().delete_source("a", "s2")
+    assert [h.chunk_id for h in b.knn(q, SearchFilter("a"), 3)] == ["c0", "c1"]
+
+
+def test_count_and_neighbours_follow_the_filter_and_every_write() -> None:
+    import dataclasses
+
+    def part(i: int, start: int, tenant: str = "a", acl: tuple[str, ...] = ("public",)) -> Chunk:
+        return dataclasses.replace(
+            chunk(i, f"text {i}", tenant=tenant, acl=acl), source_id="s", parent_id="p", start_offset=start
+        )
+
+    b = EmbeddedBackend(dims=4)
+    b.index([part(0, 0), part(1, 10, acl=("hr",)), part(2, 20), part(3, 30), part(4, 40, tenant="b")])
+    assert b.count(SearchFilter("a")) == 3 and b.count(SearchFilter("a", ("hr",))) == 4 and b.count() == 5
+    anchor = b.knn(np.eye(4)[2].astype(np.float32), SearchFilter("a"), 1)[0]
+    assert anchor.chunk_id == "c2"
+    near = b.get_neighbors([anchor], SearchFilter("a"), 2)
+    assert [h.chunk_id for h in near["c2"]] == ["c0", "c3"]  # c1 not visible, c4 another tenant
+    assert [h.chunk_id for h in b.get_neighbors([anchor], SearchFilter("a", ("hr",)), 1)["c2"]] == ["c1", "c3"]
+    b.index([part(5, 25)])  # a write: the groups are rebuilt
+    assert [h.chunk_id for h in b.get_neighbors([anchor], SearchFilter("a"), 1)["c2"]] == ["c0", "c5"]
+    assert b.count(SearchFilter("a")) == 4

@@ -13,7 +13,7 @@ from es_rag.cli.render import print_json, print_result, progress
 HELP = "ingest the bundled sample corpus into a temporary embedded index and run its queries"
 SCOPE = {
     "index": ("analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
-    "encoder": ("model", "dims"),
+    "encoder": ("model", "dims", "device", "precision"),
     "chunking": None,
     "retrieve": None,
     "fusion": ("method", "normalizer", "rank_constant", "channel_weights"),

@@ -28,7 +28,7 @@ EVAL_ES_PREFIX = "es-rag-eval"
 """Index prefix ``eval --es`` uses unless ``--index-prefix`` is given."""
 SCOPE = {
     "index": None,
-    "encoder": ("model", "dims", "inference_id", "vector_mode"),
+    "encoder": ("model", "dims", "inference_id", "vector_mode", "device", "precision"),
     "chunking": None,
     "retrieve": None,
     "fusion": None,

@@ -26,8 +26,9 @@ from es_rag.cli.render import print_report, print_sources_problems, progress, wa
 HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
 SCOPE = {
     "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
-    "encoder": ("model", "dims", "inference_id", "vector_mode"),
+    "encoder": ("model", "dims", "inference_id", "vector_mode", "device", "precision", "encode_workers"),
     "chunking": None,
+    "ingest": None,
     "connection": None,
 }
 
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.ingest import IngestReport, load_files
+    import itertools
+
+    from es_rag.ingest import IngestReport, iter_files
 
     settings = settings_from_args(args)
     report = IngestReport()
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
         scopes = sync_scopes(args.paths, args.base_dir)  # a file or stdin is refused before anything is read
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
-    docs = load_files(
+    stream = iter_files(  # read lazily: one file at a time is held, not the corpus
         args.paths,
         tenant_id=args.tenant,
         acl=owner_acl(args),
@@ -79,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         exclude_dirs=[index_dir] if index_dir else [],
         **source_kwargs(args, settings),
     )
-    if not docs and scopes is None:  # before any model or index is touched
+    first = next(stream, None)  # reads up to the first good document
+    docs = itertools.chain([] if first is None else [first], stream)
+    if first is None and scopes is None:  # before any model or index is touched
         if args.json:
             print_report(report, True)
         else:

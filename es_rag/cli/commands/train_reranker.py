@@ -12,7 +12,7 @@ from es_rag.cli.render import print_json
 HELP = "fine-tune a cross-encoder with hard negatives mined by es_rag"
 SCOPE = {
     "index": ("analyzer", "language", "bm25_k1", "bm25_b"),
-    "encoder": ("model", "dims"),
+    "encoder": ("model", "dims", "device"),
     "retrieve": ("bm25_fields", "bm25_tie_breaker"),
     "fusion": ("rank_constant",),
 }
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         loss=args.loss,
         epochs=args.epochs,
+        device=settings.encoder.device,
     )
     report = train_reranker(
         args.dataset,

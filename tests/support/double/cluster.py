@@ -94,6 +94,8 @@ CLUSTER_ACTIONS: dict[str, set[str]] = {
     "cluster:monitor/nodes/info": {"monitor"},
     "cluster:monitor/task/get": {"monitor"},
     "cluster:monitor/xpack/inference/get": {"monitor_inference", "monitor", "manage_inference"},
+    # InferenceAction.NAME; ClusterPrivilegeResolver grants it to monitor_inference and manage_inference
+    "cluster:monitor/xpack/inference/post": {"monitor_inference", "manage_inference"},
     "indices:admin/index_template/get": {"manage_index_templates", "monitor"},
     "indices:admin/index_template/put": {"manage_index_templates"},
     "indices:admin/index_template/delete": {"manage_index_templates"},
@@ -424,7 +426,7 @@ class StrictCluster:
             self._require_cluster(p, "cluster:monitor/nodes/info")
             return 200, self._nodes_plugins()
         if head == "_inference":
-            return self._inference_api(method, parts[1:], p)
+            return self._inference_api(method, parts[1:], p, body)
         if head == "_ingest":
             return self._ingest_api(method, parts[1:], params, body, p)
         if head == "_component_template":
@@ -534,7 +536,20 @@ class StrictCluster:
             },
         }
 
-    def _inference_api(self, method: str, rest: list[str], p: Principal | None) -> Response:
+    def _inference_api(self, method: str, rest: list[str], p: Principal | None, body: Any = None) -> Response:
+        if method == "POST" and len(rest) == 2:
+            # POST _inference/<task_type>/<id> (RestInferenceAction): {"input": [...]} -> one result per input,
+            # TextEmbeddingFloatResults as {"text_embedding": [{"embedding": [...]}]}
+            self._require_cluster(p, "cluster:monitor/xpack/inference/post")
+            task, eid = rest
+            endpoint = self.endpoints.get(eid)
+            if endpoint is None:
+                raise EsError(404, "resource_not_found_exception", f"Inference endpoint not found [{eid}]")
+            if task != endpoint.task_type or task != "text_embedding":
+                raise DoubleLimit(f"POST _inference/{task}/{eid} (task {endpoint.task_type})")
+            texts = (body or {}).get("input")
+            texts = [texts] if isinstance(texts, str) else list(texts or [])
+            return 200, {"text_embedding": [{"embedding": endpoint.embed(str(t))} for t in texts]}
         if method != "GET":
             raise DoubleLimit(f"{method} _inference")
         self._require_cluster(p, "cluster:monitor/xpack/inference/get")
