@@ -87,6 +87,12 @@ class Retrieval:
         requests: The requests sent (for the trace and ``explain``).
         took_ms: Server-side time per request, when reported.
         notes: Fallbacks taken and why.
+        es_reranker: The inference endpoint whose ``text_similarity_reranker`` ordered ``fused`` (then each hit
+            carries ``rerank_score`` and ``reranker_model = "es:<id>"``), None when Elasticsearch did not rerank.
+        es_rerank_fallback: Why a configured Elasticsearch rerank did not happen (the local cross-encoder
+            reranks instead), None when it happened or was not configured.
+        diversified: ``diversify`` parameters when Elasticsearch chose ``fused`` by MMR, else None.
+        mmr_note: Why MMR runs client-side, when ``mmr_path`` is not ``client``.
     """
 
     channels: dict[str, list[Hit]]
@@ -95,6 +101,10 @@ class Retrieval:
     requests: list[EsRequest] = field(default_factory=list)
     took_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    es_reranker: str | None = None
+    es_rerank_fallback: str | None = None
+    diversified: dict[str, Any] | None = None
+    mmr_note: str | None = None
 
 
 class SearchBackend(Protocol):
