@@ -523,9 +523,9 @@ class SelectSettings(Group):
     max_chunks_per_source: int = opt(2, help="per-source cap")
     max_chunks_per_parent: int | None = opt(None, metavar="N|off", help="per-parent-section cap")
     mmr_path: MmrPath = opt(
-        MmrPath.AUTO,
-        help="native: Elasticsearch's diversify retriever (9.3+, client-side vectors, ranking done in Elasticsearch); "
-        "client: es_rag's MMR; auto: native where possible",
+        MmrPath.CLIENT,
+        help="client: es_rag's MMR; auto: Elasticsearch's diversify retriever (9.3+, technical preview) where the "
+        "cluster and the search allow it (client-side vectors, ranking done in Elasticsearch); native: ask for it",
     )
 
     def __post_init__(self) -> None:
