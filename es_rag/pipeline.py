@@ -271,9 +271,12 @@ class RagPipeline:
                 ranked = self._record(st, es_reranked(ret.es_reranker, deduped.hits), trace)
             else:
                 ranked = self.rerank_stage.run(query, deduped.hits)
-                if ret.es_rerank_fallback is not None:
-                    ranked.info["es_rerank_fallback"] = ret.es_rerank_fallback
-                    ranked.path = f"{ranked.path} (Elasticsearch rerank not used: {ret.es_rerank_fallback})"
+                why = ret.es_rerank_fallback
+                if why is None and s.rerank.inference_id is not None:
+                    why = f"the {self.backend.name} backend has no text_similarity_reranker"
+                if why is not None:
+                    ranked.info["es_rerank_fallback"] = why
+                    ranked.path = f"{ranked.path} (Elasticsearch rerank not used: {why})"
                 self._record(st, ranked, trace)
         with trace.stage("gate", in_count=len(ranked.hits)) as st:
             reranked = bool(ranked.info.get("reranked"))

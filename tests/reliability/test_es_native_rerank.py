@@ -312,3 +312,18 @@ def test_the_double_knows_no_diversify_before_9_3() -> None:
     _backend, _node, cluster, _corpus = _loaded(MMR)
     with pytest.raises(EsError, match=r"unknown retriever \[diversify\]"):
         _searcher(cluster, version=(9, 2, 0)).search(_native_body(MMR, es_rerank=True, diversify=True))
+
+
+def test_the_embedded_backend_says_why_the_local_cross_encoder_reranks() -> None:
+    from es_rag.embedded.backend import EmbeddedBackend
+
+    corpus = random_corpus(random.Random(9), n_children=20)
+    backend = EmbeddedBackend(dims=DIMS)
+    backend.index(corpus.children, corpus.parents)
+    local = OverlapReranker()
+    result = _pipe(backend, reranker=local).search("sync error", SearchFilter("acme", ("support", "eng")))
+    assert result.trace.paths["rerank"].startswith(f"cross-encoder {local.name}")
+    assert (
+        "Elasticsearch rerank not used: the embedded backend has no text_similarity_reranker"
+        in (result.trace.paths["rerank"])
+    )
