@@ -89,6 +89,12 @@ class Retrieval:
         notes: Fallbacks taken and why.
         licence_fallback: The native retriever was refused by the licence at query time and the client path served
             the query instead.
+        es_reranker: The inference endpoint whose ``text_similarity_reranker`` ordered ``fused`` (then each hit
+            carries ``rerank_score`` and ``reranker_model = "es:<id>"``), None when Elasticsearch did not rerank.
+        es_rerank_fallback: Why a configured Elasticsearch rerank did not happen (the local cross-encoder
+            reranks instead), None when it happened or was not configured.
+        diversified: ``diversify`` parameters when Elasticsearch chose ``fused`` by MMR, else None.
+        mmr_note: Why MMR runs client-side, when ``mmr_path`` is not ``client``.
     """
 
     channels: dict[str, list[Hit]]
@@ -98,6 +104,10 @@ class Retrieval:
     took_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     licence_fallback: bool = False
+    es_reranker: str | None = None
+    es_rerank_fallback: str | None = None
+    diversified: dict[str, Any] | None = None
+    mmr_note: str | None = None
 
 
 class SearchBackend(Protocol):

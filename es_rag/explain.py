@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from es_rag.query import extract_identifiers, plan_search
-from es_rag.settings import Settings
+from es_rag.query import diversify_blocker, es_rerank_blocker, extract_identifiers, plan_search
+from es_rag.settings import MmrPath, Settings
 
 _CHANNEL_LABEL = {"bm25": "BM25", "dense": "kNN", "exact": "exact"}
 
@@ -45,7 +45,7 @@ def explain_sections(
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
         version: The probed cluster version (weighted rrf, linear and l2_norm are version-gated), None if unknown.
     """
-    from es_rag.elasticsearch.bodies import EXACT_FIELDS, search_requests
+    from es_rag.elasticsearch.bodies import EXACT_FIELDS, rerank_window, search_requests
 
     # the plan a search would follow where native fusion is on offer (the same function decides retrieve's path)
     plan = plan_search(query, vector, settings, native_available=True in paths, version=version)
@@ -64,7 +64,38 @@ def explain_sections(
     channels = " + ".join(_CHANNEL_LABEL[c] for c in plan.channels)
     sections: list[tuple[list[str], list[Any]]] = []
     for native in paths:
-        reqs = search_requests(query, vector, flt, settings, native=native, vectors_in_source_param=vectors_param)
+        es_rerank = es_rerank_blocker(settings, native, version) is None
+        # without a cluster, --mmr-path native shows the body a 9.3+ cluster would get
+        assumed = version if version is not None or settings.select.mmr_path is not MmrPath.NATIVE else (9, 3)
+        mmr_why = diversify_blocker(
+            settings, native=native, es_rerank=es_rerank, has_vector=vector is not None, version=assumed
+        )
+        reqs = search_requests(
+            query,
+            vector,
+            flt,
+            settings,
+            native=native,
+            vectors_in_source_param=vectors_param,
+            es_rerank=es_rerank,
+            diversify=mmr_why is None,
+        )
+        extra: list[str] = []
+        if es_rerank:
+            extra.append(
+                f"rerank: Elasticsearch text_similarity_reranker {settings.rerank.inference_id} over the top "
+                f"{rerank_window(settings)} (Enterprise/trial licence, Elasticsearch >= 8.14); the local cross-encoder "
+                "is skipped, and is the fallback on a licence 403 or a cluster without the retriever"
+            )
+        elif native and settings.rerank.inference_id is not None:
+            extra.append(f"rerank: local cross-encoder ({es_rerank_blocker(settings, native, version)})")
+        if mmr_why is None:
+            extra.append(
+                f"select: Elasticsearch diversify retriever, MMR lambda={settings.select.mmr_lambda} keeps "
+                f"{settings.select.context_k} (Elasticsearch >= 9.3, technical preview); client MMR is the fallback"
+            )
+        elif native and settings.select.mmr_path is not MmrPath.CLIENT:
+            extra.append(f"select: client MMR ({mmr_why})")
         if native and method == "rrf":
             weighted = ", >= 9.2 for the weights" if settings.fusion.channel_weights else ""
             label = f"native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16{weighted})"
@@ -77,7 +108,7 @@ def explain_sections(
         else:
             fused = "RRF" if method == "rrf" else f"linear fusion ({settings.fusion.normalizer})"
             label = f"client fusion: one _msearch ({channels}), fused by es_rag's {fused} (any licence)"
-        sections.append(([*notes, label] if not sections else [label], reqs))
+        sections.append(([*notes, label, *extra] if not sections else [label, *extra], reqs))
     return sections
 
 

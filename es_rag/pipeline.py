@@ -16,7 +16,7 @@ import functools
 import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -413,9 +413,17 @@ class RagPipeline:
         with trace.stage("dedup", in_count=len(fused.hits)) as st:
             deduped = self._record(st, dedup_hits(fused.hits, **_dedup_rules(s)), trace)
         with trace.stage("rerank", in_count=len(deduped.hits)) as st:
-            ranked = self._record(
-                st, (yield Model(functools.partial(self.rerank_stage.run, query, deduped.hits))), trace
-            )
+            if ret.es_reranker is not None:
+                ranked = self._record(st, es_reranked(ret.es_reranker, deduped.hits), trace)
+            else:
+                ranked = yield Model(functools.partial(self.rerank_stage.run, query, deduped.hits))
+                why = ret.es_rerank_fallback
+                if why is None and s.rerank.inference_id is not None:
+                    why = f"the {self.backend.name} backend has no text_similarity_reranker"
+                if why is not None:
+                    ranked.info["es_rerank_fallback"] = why
+                    ranked.path = f"{ranked.path} (Elasticsearch rerank not used: {why})"
+                self._record(st, ranked, trace)
         with trace.stage("gate", in_count=len(ranked.hits)) as st:
             reranked = bool(ranked.info.get("reranked"))
             gated = gate.run(ranked.hits, reranked=reranked, calibration=self.calibration(), settings=s.gate)
@@ -423,7 +431,20 @@ class RagPipeline:
         with trace.stage("boost", in_count=len(gated.hits)) as st:
             boosted = self._record(st, boost.run(gated.hits, self.business_rules), trace)
         with trace.stage("select", in_count=len(boosted.hits)) as st:
-            selected = self._record(st, select.run(boosted.hits, s.select), trace)
+            if ret.diversified is not None:
+                # Elasticsearch's diversify retriever already chose these hits by MMR: keep their order, apply the caps
+                picked = select.run(boosted.hits, replace(s.select, mmr_lambda=1.0))
+                picked.info["diversify"] = ret.diversified
+                picked.path = (
+                    f"Elasticsearch diversify (mmr, lambda={ret.diversified['lambda']}, size={ret.diversified['size']} "
+                    f"of {ret.diversified['rank_window_size']}) + caps: {picked.path.split(' + ', 1)[-1]}"
+                )
+            else:
+                picked = select.run(boosted.hits, s.select)
+                if ret.mmr_note is not None and picked.path:
+                    picked.info["mmr_native_blocked"] = ret.mmr_note
+                    picked.path = f"{picked.path} (client MMR: {ret.mmr_note})"
+            selected = self._record(st, picked, trace)
         with trace.stage("expand", in_count=len(selected.hits)) as st:
             # Slots that merging empties are refilled from what selection did not choose, in rank order.
             rest = select.remainder(boosted.hits, selected.hits)
@@ -464,6 +485,24 @@ class RagPipeline:
             fused=[h.chunk_id for h in fused.hits],
             reranked=reranked,
         )
+
+
+def es_reranked(inference_id: str, hits: list[Hit]) -> StageOutput:
+    """The rerank stage when Elasticsearch's ``text_similarity_reranker`` already ordered the hits: the order and the
+    scores (``rerank_score``, ``reranker_model = "es:<id>"``) are kept, the local cross-encoder is skipped. The gate
+    treats the list as not reranked: the local model's calibration does not apply to the endpoint's scores.
+
+    Args:
+        inference_id: The rerank inference endpoint.
+        hits: The deduplicated hits in Elasticsearch's reranked order.
+    """
+    info: dict[str, Any] = {
+        "reranked": False,
+        "es_reranked": True,
+        "inference_id": inference_id,
+        "scores": [{"id": h.chunk_id, "rank": r, "raw": h.rerank_score} for r, h in enumerate(hits, start=1)],
+    }
+    return StageOutput(hits=list(hits), info=info, path=f"Elasticsearch text_similarity_reranker {inference_id}")
 
 
 def _dedup_rules(settings: Settings) -> dict[str, float | None]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import regex
 
-from es_rag.settings import FusionMethod, Settings, VectorMode
+from es_rag.settings import FusionMethod, MmrPath, Settings, VectorMode
 from es_rag.stages.fusion import NATIVE_NORMALIZERS
 
 MAX_IDENTIFIERS = 8
@@ -154,6 +154,72 @@ def native_blocker(settings: Settings, version: Sequence[int] | None = None) -> 
             return f"the linear retriever needs Elasticsearch >= 8.18, the cluster is {shown}"
         if settings.fusion.normalizer == "l2_norm" and tuple(version) < L2_NORM_MIN_VERSION:
             return f"the l2_norm normalizer needs Elasticsearch >= 9.1, the cluster is {shown}"
+    return None
+
+
+DIVERSIFY_MIN_VERSION = (9, 3)
+"""The ``diversify`` retriever (``DiversifyRetrieverBuilder``, node feature ``retriever.result_diversification_mmr``;
+9.3, technical preview)."""
+TEXT_SIMILARITY_RERANKER_MIN_VERSION = (8, 14)
+"""The ``text_similarity_reranker`` retriever (``TextSimilarityRankRetrieverBuilder``, 8.14)."""
+
+
+def es_rerank_blocker(settings: Settings, native: bool, version: Sequence[int] | None = None) -> str | None:
+    """Why the ``text_similarity_reranker`` retriever does not wrap this search (None: it does).
+
+    It wraps the native fusion retriever only: on the client path there is no retriever to wrap (and a cluster
+    that refuses ``rrf`` for its licence refuses ``text_similarity_reranker`` for the same reason).
+
+    Args:
+        settings: ``rerank_inference_id``.
+        native: Whether the search fuses natively.
+        version: The cluster version, None when unknown.
+    """
+    if settings.rerank.inference_id is None:
+        return "no --rerank-inference-id"
+    if not native:
+        return "client fusion path: no native retriever to wrap"
+    if version is not None and tuple(version) < TEXT_SIMILARITY_RERANKER_MIN_VERSION:
+        shown = ".".join(str(p) for p in version)
+        return f"the text_similarity_reranker retriever needs Elasticsearch >= 8.14, the cluster is {shown}"
+    return None
+
+
+def diversify_blocker(
+    settings: Settings,
+    *,
+    native: bool,
+    es_rerank: bool,
+    has_vector: bool,
+    version: Sequence[int] | None = None,
+) -> str | None:
+    """Why MMR does not run as Elasticsearch's ``diversify`` retriever for this search (None: it does).
+
+    Native MMR needs Elasticsearch >= 9.3, a client-side query vector (``query_vector``: the ``vector`` field holds
+    es_rag's embeddings), a native search to wrap, and the ranking finished in Elasticsearch (the reranker there,
+    or no reranker): MMR chooses among ranked hits, so a local cross-encoder after it would rank a set chosen on
+    fused scores.
+
+    Args:
+        settings: ``mmr_path``, ``vector_mode``, ``rerank_model``.
+        native: Whether the search fuses natively.
+        es_rerank: Whether ``text_similarity_reranker`` ranks the hits in Elasticsearch.
+        has_vector: Whether there is a client-side query vector.
+        version: The cluster version, None when unknown.
+    """
+    if settings.select.mmr_path is MmrPath.CLIENT:
+        return "mmr_path=client"
+    if version is None:
+        return "cluster version unknown: the diversify retriever needs Elasticsearch >= 9.3"
+    if tuple(version) < DIVERSIFY_MIN_VERSION:
+        shown = ".".join(str(p) for p in version)
+        return f"the diversify retriever needs Elasticsearch >= 9.3, the cluster is {shown}"
+    if not has_vector or settings.encoder.vectors is not VectorMode.CLIENT:
+        return "no client-side query vector (diversify needs query_vector and the vector field)"
+    if not native:
+        return "client fusion path: no native retriever to wrap"
+    if not es_rerank and settings.rerank.model is not None:
+        return "the local cross-encoder reranks after retrieval, and MMR must follow the ranking"
     return None
 
 

@@ -36,9 +36,9 @@ from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.errors import ClusterError, ClusterUnreachable, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
-from es_rag.query import plan_search, semantic_mode
+from es_rag.query import diversify_blocker, es_rerank_blocker, plan_search, semantic_mode
 from es_rag.records import CHANNEL_SCORE_FIELD, Chunk, Hit
-from es_rag.settings import Settings, VectorMode
+from es_rag.settings import MmrPath, Settings, VectorMode
 from es_rag.versions.registry import VersionSnapshot, registry_get_request, registry_index
 
 BULK_MAX_RETRIES = 3
@@ -276,17 +276,66 @@ class ElasticsearchBackend(ClusterAdmin):
         method = plan.method
         licence_fallback = False
         native = plan.native
+        rerank_why = self._es_rerank_blocker(settings, native, version, caps)
+        es_rerank = rerank_why is None
+        inference_id = settings.rerank.inference_id
         if native:
-            try:
-                resp, reqs = yield from self._search_flow(
-                    query_text, query_vector, flt, settings, caps, native=True, channels=plan.channels
-                )
-                fused = [
-                    hit_from_es(h).replace(fused_score=h.get("_score"), final_score=h.get("_score"))
-                    for h in resp.get("hits", {}).get("hits", [])
-                ]
+            while True:
+                mmr_why = self._diversify_blocker(settings, native, es_rerank, query_vector is not None, version, caps)
+                diversify = mmr_why is None
+                try:
+                    resp, reqs = yield from self._search_flow(
+                        query_text,
+                        query_vector,
+                        flt,
+                        settings,
+                        caps,
+                        native=True,
+                        channels=plan.channels,
+                        es_rerank=es_rerank,
+                        diversify=diversify,
+                    )
+                except (LicenseError, ClusterError) as exc:
+                    refused = self._refused_wrapper(exc, es_rerank=es_rerank, diversify=diversify)
+                    if refused is None:
+                        if isinstance(exc, LicenseError):
+                            licence_fallback = True
+                            caps.native_rrf = False
+                            caps.native_rrf_reason = f"licence error at query time: {exc}"
+                            notes.append(
+                                f"native {method} refused by licence (HTTP 403): switched to client-side {method} "
+                                "over _msearch for this and every later query"
+                            )
+                            break
+                        # only a 4xx is the cluster refusing this body; a timeout, an unreachable cluster or a 5xx
+                        # is raised (re-sending after a timeout doubles the load of a cluster that is already slow)
+                        if exc.status is None or not 400 <= exc.status < 500:
+                            raise
+                        notes.append(
+                            f"native {method} refused ({exc}): retried on the client path, one search per channel"
+                        )
+                        break
+                    kind, sticky = refused
+                    if kind == "text_similarity_reranker":
+                        es_rerank = False
+                        rerank_why = f"Elasticsearch refused text_similarity_reranker {inference_id}: {exc}"
+                        if sticky:
+                            caps.es_rerank_refused = rerank_why
+                        notes.append(
+                            f"{rerank_why}: retried without it, the local cross-encoder reranks"
+                            + (" (for this and every later query)" if sticky else "")
+                        )
+                    else:
+                        caps.diversify_refused = f"Elasticsearch refused the diversify retriever: {exc}"
+                        notes.append(f"{caps.diversify_refused}: retried without it, client MMR")
+                    continue
+                hits = resp.get("hits", {}).get("hits", [])
+                fused = [hit_from_es(h).replace(fused_score=h.get("_score"), final_score=h.get("_score")) for h in hits]
+                if es_rerank:
+                    fused = [h.replace(rerank_score=h.fused_score, reranker_model=f"es:{inference_id}") for h in fused]
                 if semantic_mode(settings):
-                    notes.append(server_chunk_note(resp.get("hits", {}).get("hits", [])))
+                    notes.append(server_chunk_note(hits))
+                div_spec = self._diversify_spec(reqs) if diversify else None
                 return Retrieval(
                     channels={},
                     fused=fused,
@@ -294,21 +343,14 @@ class ElasticsearchBackend(ClusterAdmin):
                     requests=reqs,
                     took_ms={"search": float(resp.get("took", 0))},
                     notes=notes,
+                    es_reranker=inference_id if es_rerank else None,
+                    es_rerank_fallback=None if es_rerank or inference_id is None else rerank_why,
+                    diversified=div_spec,
+                    mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_why,
                 )
-            except LicenseError as exc:
-                licence_fallback = True
-                caps.native_rrf = False
-                caps.native_rrf_reason = f"licence error at query time: {exc}"
-                notes.append(
-                    f"native {method} refused by licence (HTTP 403): switched to client-side {method} over _msearch "
-                    "for this and every later query"
-                )
-            except ClusterError as exc:
-                # only a 4xx is the cluster refusing this body; a timeout, an unreachable cluster or a 5xx is raised
-                # (re-sending after a timeout doubles the load of a cluster that is already slow)
-                if exc.status is None or not 400 <= exc.status < 500:
-                    raise
-                notes.append(f"native {method} refused ({exc}): retried on the client path, one search per channel")
+        if inference_id is not None and es_rerank:  # native fusion refused: nothing left to wrap
+            rerank_why = "client fusion path: no native retriever to wrap"
+        mmr_note = self._diversify_blocker(settings, False, False, query_vector is not None, version, caps)
         resp, reqs = yield from self._search_flow(
             query_text, query_vector, flt, settings, caps, native=False, channels=plan.channels
         )
@@ -367,7 +409,71 @@ class ElasticsearchBackend(ClusterAdmin):
             took_ms=took,
             notes=notes,
             licence_fallback=licence_fallback,
+            es_rerank_fallback=rerank_why if inference_id is not None else None,
+            mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_note,
         )
+
+    @staticmethod
+    def _es_rerank_blocker(
+        settings: Settings, native: bool, version: tuple[int, ...] | None, caps: Capabilities
+    ) -> str | None:
+        """Why this search does not rerank in Elasticsearch: :func:`es_rag.query.es_rerank_blocker`, a refusal
+        learned earlier (sticky), or an endpoint the probe lists with another task type or does not list."""
+        why = es_rerank_blocker(settings, native, version)
+        if why is not None:
+            return why
+        if caps.es_rerank_refused is not None:
+            return caps.es_rerank_refused
+        inference_id = str(settings.rerank.inference_id)
+        if "_inference/_all" not in caps.unreadable:
+            info = caps.inference_endpoint_info.get(inference_id)
+            if info is None:
+                return f"inference endpoint {inference_id!r} not found (GET _inference/_all)"
+            if info.get("task_type") != "rerank":
+                return f"inference endpoint {inference_id!r} has task type {info.get('task_type')}, not rerank"
+        return None
+
+    @staticmethod
+    def _diversify_blocker(
+        settings: Settings,
+        native: bool,
+        es_rerank: bool,
+        has_vector: bool,
+        version: tuple[int, ...] | None,
+        caps: Capabilities,
+    ) -> str | None:
+        """Why MMR runs client-side for this search (None: the ``diversify`` retriever), see
+        :func:`es_rag.query.diversify_blocker`; a refusal learned earlier is sticky."""
+        why = diversify_blocker(settings, native=native, es_rerank=es_rerank, has_vector=has_vector, version=version)
+        if why is None and caps.diversify_refused is not None:
+            return caps.diversify_refused
+        return why
+
+    @staticmethod
+    def _refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> tuple[str, bool] | None:
+        """Which wrapping retriever (``text_similarity_reranker`` or ``diversify``) a refusal is about, and whether
+        it is permanent for this cluster (a licence 403, an unknown retriever); None when it is about neither.
+
+        ``LicenseUtils.newComplianceException`` names the feature (``current license is non-compliant for
+        [text_similarity_reranker]``); ``RetrieverBuilder.parseInnerRetrieverBuilder`` names an unknown retriever."""
+        if exc.status is None or not 400 <= exc.status < 500:
+            return None
+        text = str(exc)
+        for kind, active in (("text_similarity_reranker", es_rerank), ("diversify", diversify)):
+            if active and (
+                f"[{kind}]" in text or (kind == "text_similarity_reranker" and "Inference endpoint" in text)
+            ):
+                sticky = isinstance(exc, LicenseError) or f"unknown retriever [{kind}]" in text
+                return kind, sticky
+        return None
+
+    @staticmethod
+    def _diversify_spec(reqs: Sequence[EsRequest]) -> dict[str, Any] | None:
+        body = reqs[0].body if reqs else None
+        spec = (body.get("retriever") or {}).get("diversify") if isinstance(body, dict) else None
+        if not isinstance(spec, dict):
+            return None
+        return {k: spec[k] for k in ("type", "field", "lambda", "rank_window_size", "size")}
 
     def _search_flow(
         self,
@@ -379,6 +485,8 @@ class ElasticsearchBackend(ClusterAdmin):
         *,
         native: bool,
         channels: Sequence[str],
+        es_rerank: bool = False,
+        diversify: bool = False,
     ) -> Flow[tuple[dict[str, Any], list[EsRequest]]]:
         """Build and send one search (native ``_search`` or client ``_msearch``); returns the response and the
         requests sent. When the version is unknown (no ``monitor`` privilege) the first search sends
@@ -395,6 +503,8 @@ class ElasticsearchBackend(ClusterAdmin):
                 native=native,
                 vectors_in_source_param=caps.vectors_in_source_param is not False,
                 channels=channels,
+                es_rerank=es_rerank,
+                diversify=diversify,
             )
 
         reqs = build()

@@ -14,6 +14,9 @@ the same fusion parameters:
 * client: one ``_msearch`` with one search per channel (filters in the bool ``filter`` and in the kNN
   ``filter``), fused by :func:`es_rag.stages.fusion.reciprocal_rank_fusion` /
   :func:`es_rag.stages.fusion.linear_fusion`;
+* native reranking (``--rerank-inference-id``): the fusion retriever wrapped in a ``text_similarity_reranker``
+  (:func:`rerank_retriever`); native MMR (``--mmr-path``): the outermost retriever wrapped in ``diversify``
+  (:func:`diversify_retriever`);
 * stored search template: :func:`search_template_requests` (mustache, for apps and Kibana Dev Tools).
 
 No body ever uses ``post_filter``.
@@ -161,6 +164,72 @@ def _child_retriever(
     raise ValueError(f"unknown channel {channel!r}")
 
 
+def rerank_window(settings: Settings) -> int:
+    """``rank_window_size`` of the ``text_similarity_reranker``: ``rerank_k``, at most the fused window.
+
+    Args:
+        settings: ``rerank_k`` and ``candidate_k``.
+    """
+    return min(settings.rerank.k, settings.retrieve.candidate_k)
+
+
+def rerank_retriever(inner: dict[str, Any], query_text: str, settings: Settings) -> dict[str, Any]:
+    """``inner`` (the fusion retriever) wrapped in a ``text_similarity_reranker`` retriever.
+
+    ``TextSimilarityRankRetrieverBuilder`` (x-pack/plugin/inference): ``retriever``, ``inference_text`` and ``field``
+    are required, ``inference_id`` optional (recent versions default it to the built-in Elastic reranker; es_rag
+    always names it), ``rank_window_size`` (default 10) and the base ``min_score`` (applied after reranking), and
+    an Enterprise licence (``TEXT_SIMILARITY_RERANKER_FEATURE``). The endpoint reads ``field`` from each hit's
+    ``_source``: es_rag names the chunk ``text``.
+
+    Args:
+        inner: The retriever to rerank.
+        query_text: The user's query (``inference_text``).
+        settings: ``rerank_inference_id``, ``rerank_k`` (the window) and ``rerank_min_score``.
+    """
+    assert settings.rerank.inference_id is not None
+    spec: dict[str, Any] = {
+        "retriever": inner,
+        "inference_id": settings.rerank.inference_id,
+        "inference_text": query_text,
+        "field": "text",
+        "rank_window_size": rerank_window(settings),
+    }
+    if settings.rerank.min_score is not None:
+        spec["min_score"] = settings.rerank.min_score
+    return {"text_similarity_reranker": spec}
+
+
+def diversify_retriever(
+    inner: dict[str, Any], query_vector: Sequence[float] | np.ndarray, settings: Settings, *, window: int
+) -> dict[str, Any]:
+    """``inner`` wrapped in Elasticsearch's ``diversify`` retriever (MMR, 9.3+, technical preview).
+
+    ``DiversifyRetrieverBuilder`` (server/.../search/diversification): ``retriever``, ``type`` (only ``mmr``) and
+    ``field`` (a ``dense_vector``) are required; ``lambda`` is required for MMR and must lie in [0, 1]; ``size``
+    (default ``min(10, rank_window_size)``) must be > 0 and <= ``rank_window_size``; ``query_vector`` or
+    ``query_vector_builder``, not both. ``MMRResultDiversification`` keeps ``size`` hits chosen by MMR (relevance:
+    the maximum-inner-product similarity to ``query_vector``) and returns them in the inner retriever's order.
+
+    Args:
+        inner: The retriever whose top ``window`` hits are diversified.
+        query_vector: The query embedding.
+        settings: ``mmr_lambda`` and ``context_k`` (the ``size``).
+        window: ``rank_window_size``: the hits ``inner`` contributes.
+    """
+    return {
+        "diversify": {
+            "type": "mmr",
+            "retriever": inner,
+            "field": "vector",
+            "query_vector": [float(x) for x in query_vector],
+            "lambda": settings.select.mmr_lambda,
+            "rank_window_size": window,
+            "size": min(settings.select.context_k, window),
+        }
+    }
+
+
 def native_fusion_body(
     query_text: str,
     query_vector: Sequence[float] | np.ndarray | None,
@@ -169,6 +238,8 @@ def native_fusion_body(
     *,
     vectors_in_source_param: bool = True,
     channels: Sequence[str] | None = None,
+    es_rerank: bool = False,
+    diversify: bool = False,
 ) -> dict[str, Any]:
     """``_search`` body using the native ``rrf`` (or ``linear``) retriever (Enterprise/trial, ES >= 8.16).
 
@@ -183,7 +254,36 @@ def native_fusion_body(
         settings: Candidate counts, fusion method and parameters, channel weights.
         vectors_in_source_param: See :func:`source_spec`.
         channels: Channels to fuse (default :func:`es_rag.query.channel_plan`).
+        es_rerank: Wrap the fusion retriever in :func:`rerank_retriever` (``size`` becomes its window).
+        diversify: Wrap the outermost retriever in :func:`diversify_retriever` (``size`` becomes its ``size``).
     """
+    body = _fusion_body(
+        query_text,
+        query_vector,
+        flt,
+        settings,
+        vectors_in_source_param=vectors_in_source_param,
+        channels=channels,
+    )
+    if es_rerank:
+        body["retriever"] = rerank_retriever(body["retriever"], query_text, settings)
+        body["size"] = rerank_window(settings)
+    if diversify:
+        assert query_vector is not None
+        body["retriever"] = diversify_retriever(body["retriever"], query_vector, settings, window=body["size"])
+        body["size"] = body["retriever"]["diversify"]["size"]
+    return body
+
+
+def _fusion_body(
+    query_text: str,
+    query_vector: Sequence[float] | np.ndarray | None,
+    flt: SearchFilter,
+    settings: Settings,
+    *,
+    vectors_in_source_param: bool,
+    channels: Sequence[str] | None,
+) -> dict[str, Any]:
     names = list(channels) if channels is not None else channel_plan(query_text, query_vector, settings)
     check_window(settings.retrieve.candidate_k, settings.retrieve.candidate_k)
     body: dict[str, Any] = {
@@ -280,6 +380,8 @@ def search_requests(
     native: bool,
     vectors_in_source_param: bool = True,
     channels: Sequence[str] | None = None,
+    es_rerank: bool = False,
+    diversify: bool = False,
 ) -> list[EsRequest]:
     """The request(s) one search sends: one ``_search`` (native) or one ``_msearch`` (client).
 
@@ -291,6 +393,8 @@ def search_requests(
         native: Native ``rrf``/``linear`` retriever (True) or client-side fusion over ``_msearch`` (False).
         vectors_in_source_param: See :func:`source_spec`.
         channels: Channels to query (default :func:`es_rag.query.channel_plan`).
+        es_rerank: Native only: rerank in Elasticsearch (:func:`rerank_retriever`).
+        diversify: Native only: MMR in Elasticsearch (:func:`diversify_retriever`).
     """
     index = settings.chunk_index
     if native:
@@ -301,6 +405,8 @@ def search_requests(
             settings,
             vectors_in_source_param=vectors_in_source_param,
             channels=channels,
+            es_rerank=es_rerank,
+            diversify=diversify,
         )
         return [EsRequest("POST", f"{index}/_search", body)]
     lines: list[dict[str, Any]] = []

@@ -105,6 +105,11 @@ class Capabilities:
     analyzers resolved through the component's own analysis settings), see :func:`installed_text_analyzers`."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """GET path -> why the probe could not read it (a 403: the privilege it needs)."""
+    es_rerank_refused: str | None = None
+    """Why the cluster refused the ``text_similarity_reranker`` retriever (a licence 403, an unknown retriever),
+    learned at query time; from then on this backend reranks with the local cross-encoder."""
+    diversify_refused: str | None = None
+    """Why the cluster refused the ``diversify`` retriever, learned at query time (then: client MMR)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""

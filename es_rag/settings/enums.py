@@ -132,6 +132,16 @@ class FusionPath(Choice):
     CLIENT = "client"
 
 
+class MmrPath(Choice):
+    """Where MMR selection runs: ``native`` (Elasticsearch's ``diversify`` retriever, 9.3+ preview, wrapping the
+    search's retriever), ``client`` (es_rag's select stage) or ``auto`` (native where the cluster and the search
+    allow it, see :func:`es_rag.query.diversify_blocker`)."""
+
+    AUTO = "auto"
+    NATIVE = "native"
+    CLIENT = "client"
+
+
 class FusionMethod(Choice):
     """``rrf`` (rank fusion) or ``linear`` (weighted sum of per-channel normalised scores)."""
 

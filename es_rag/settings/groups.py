@@ -36,6 +36,7 @@ from es_rag.settings.enums import (
     FusionMethod,
     FusionPath,
     LongText,
+    MmrPath,
     Precision,
     RerankBackend,
     ScoreNormalizer,
@@ -468,6 +469,19 @@ class RerankSettings(Group):
         help="torch, int8 (dynamic quantisation) or onnx (needs the onnx extra)",
     )
     cache_size: int = opt(256, flat="rerank_cache_size", help="reranked results kept in memory (0 disables)")
+    inference_id: str | None = opt(
+        None,
+        flat="rerank_inference_id",
+        metavar="ID",
+        help="rerank in Elasticsearch: a text_similarity_reranker retriever with this rerank inference endpoint "
+        "wraps the native fusion retriever (Enterprise/trial); the local cross-encoder is the fallback",
+    )
+    min_score: float | None = opt(
+        None,
+        flat="rerank_min_score",
+        metavar="S|off",
+        help="with --rerank-inference-id: Elasticsearch drops reranked hits scoring below this",
+    )
 
     def __post_init__(self) -> None:
         if self.model is not None and str(self.model).strip().lower() in ("", "none", "off"):
@@ -483,6 +497,11 @@ class RerankSettings(Group):
         self._int("cache_size", minimum=0)
         self._number("temperature", above=0.0)
         self._number("timeout", above=0.0)
+        if self.inference_id is not None and not str(self.inference_id).strip():
+            object.__setattr__(self, "inference_id", None)
+        self._number("min_score", low=float("-inf"))
+        if self.min_score is not None and self.inference_id is None:
+            raise ConfigError("rerank_min_score: needs rerank_inference_id (it is Elasticsearch's min_score)")
         if self.threshold is not None and self.calibration is Calibration.NONE:
             raise ConfigError(
                 "rerank_threshold: needs rerank_calibration='sigmoid' (a threshold on raw scores is not calibrated)"
@@ -551,9 +570,15 @@ class SelectSettings(Group):
     mmr_lambda: float = opt(0.7, help="MMR trade-off, 1.0 = pure relevance, 0.0 = pure diversity")
     max_chunks_per_source: int = opt(2, help="per-source cap")
     max_chunks_per_parent: int | None = opt(None, metavar="N|off", help="per-parent-section cap")
+    mmr_path: MmrPath = opt(
+        MmrPath.CLIENT,
+        help="client: es_rag's MMR; auto: Elasticsearch's diversify retriever (9.3+, technical preview) where the "
+        "cluster and the search allow it (client-side vectors, ranking done in Elasticsearch); native: ask for it",
+    )
 
     def __post_init__(self) -> None:
         self._int("context_k")
+        self._enum("mmr_path", MmrPath)
         self._number("mmr_lambda", low=0.0, high=1.0)
         self._int("max_chunks_per_source")
         self._int("max_chunks_per_parent", optional=True)

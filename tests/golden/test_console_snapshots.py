@@ -64,6 +64,17 @@ GOLDEN: dict[str, list[str]] = {
         "console",
     ],
     "explain_template_exact_acme_support_dims8.console.txt": [*EXPLAIN_EXACT_ARGS, "--template", "--format", "console"],
+    "explain_es_rerank_diversify_acme_support_dims8.console.txt": [
+        *EXPLAIN_ARGS,
+        "--rerank-inference-id",
+        "my-rerank",
+        "--rerank-min-score",
+        "0.1",
+        "--mmr-path",
+        "native",
+        "--format",
+        "console",
+    ],
 }
 
 NATIVE_RRF = "# native fusion: rrf retriever (Enterprise/trial licence, Elasticsearch >= 8.16)"
@@ -114,6 +125,16 @@ COMMENTS: dict[str, list[str]] = {
         "# native fusion not used (normalizer zscore exists only client-side): client path only",
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
     ],
+    "explain_es_rerank_diversify_acme_support_dims8.console.txt": [
+        GATE_NOTE,
+        NATIVE_RRF,
+        "# rerank: Elasticsearch text_similarity_reranker my-rerank over the top 40 (Enterprise/trial licence, "
+        "Elasticsearch >= 8.14); the local cross-encoder is skipped, and is the fallback on a licence 403 or a cluster "
+        "without the retriever",
+        "# select: Elasticsearch diversify retriever, MMR lambda=0.7 keeps 5 (Elasticsearch >= 9.3, technical "
+        "preview); client MMR is the fallback",
+        "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
+    ],
     "explain_template_exact_acme_support_dims8.console.txt": [
         GATE_NOTE,
         "# stored search template es-rag-hybrid (installed by es-rag setup): native rrf over bm25 + dense + exact "
@@ -141,6 +162,12 @@ def expected_requests(snapshot: str) -> list[EsRequest]:
         return [search_template_request(query, vector, flt, settings)]
     if "zscore" in snapshot:  # zscore exists only client-side: no native path to print
         return search_requests(query, vector, flt, settings, native=False)
+    if "es_rerank_diversify" in snapshot:  # text_similarity_reranker inside diversify on the native path
+        settings = settings.replace(rerank_inference_id="my-rerank", rerank_min_score=0.1, mmr_path="native")
+        return [
+            *search_requests(query, vector, flt, settings, native=True, es_rerank=True, diversify=True),
+            *search_requests(query, vector, flt, settings, native=False),
+        ]
     # no --es and fusion auto: explain prints the native path, then the client path
     return [
         *search_requests(query, vector, flt, settings, native=True),

@@ -381,7 +381,9 @@ def test_asset_variants_render_their_settings() -> None:
 # =============================================================================== (d) hard filters
 
 _HOLDERS = ("standard", "knn", "bool")
-_KNOWN_RETRIEVERS = {"standard", "knn", "rrf", "linear"}
+_KNOWN_RETRIEVERS = {"standard", "knn", "rrf", "linear", "text_similarity_reranker", "diversify"}
+"""``text_similarity_reranker`` and ``diversify`` hold no filter themselves: they wrap one retriever whose children
+carry it (a wrapper's own ``filter`` would be pushed down the same way, ``RetrieverBuilder.preFilterQueryBuilders``)."""
 
 
 def filter_holders(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -426,6 +428,10 @@ def _expected_holders(b: BodyCase, item: dict[str, Any]) -> int:
     if b.kind == "msearch":
         return 1  # bm25 item: one bool; dense item: one knn
     retriever = item["retriever"]
+    while "diversify" in retriever or "text_similarity_reranker" in retriever:  # one wrapped retriever
+        ((_kind, spec),) = retriever.items()
+        assert "filter" not in spec  # the filter stays on the children
+        retriever = spec["retriever"]
     for compound in ("rrf", "linear"):
         if compound in retriever:
             return len(retriever[compound]["retrievers"])  # one holder per child (bm25, dense, exact)

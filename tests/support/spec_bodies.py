@@ -376,6 +376,29 @@ def search_bodies() -> list[BodyCase]:
         for native in (True, False):
             for with_vector in (True, False):
                 add(sname, settings, fname, FILTERS[fname], native=native, with_vector=with_vector, vsp=True)
+    out.extend(rerank_bodies())
+    return out
+
+
+def rerank_bodies() -> list[BodyCase]:
+    """Native bodies wrapped in Elasticsearch's ``text_similarity_reranker`` (with and without ``min_score``, over
+    ``rrf``, ``linear`` and a single channel) and in ``diversify`` (over the reranker and over plain fusion):
+    ``TextSimilarityReranker`` and ``DiversifyRetriever`` of the official types."""
+    out: list[BodyCase] = []
+    flt = FILTERS["acl=support,eng+metadata"]
+    rerank = Settings(rerank_inference_id="my-rerank")
+    variants: list[tuple[str, Settings, bool, bool, bool]] = [
+        ("rerank rrf", rerank, True, True, False),
+        ("rerank rrf min_score", Settings(rerank_inference_id="my-rerank", rerank_min_score=0.25), True, True, False),
+        ("rerank linear", Settings(rerank_inference_id="my-rerank", fusion_method="linear"), True, True, False),
+        ("rerank bm25-only", rerank, False, True, False),
+        ("diversify rerank", Settings(rerank_inference_id="my-rerank", mmr_path="native"), True, True, True),
+        ("diversify rrf", Settings(mmr_path="native", rerank_model="none"), True, False, True),
+    ]
+    for name, settings, with_vector, es_rerank, diversify in variants:
+        vec = query_vector(settings.encoder.dims) if with_vector else None
+        (req,) = search_requests(QUERY, vec, flt, settings, native=True, es_rerank=es_rerank, diversify=diversify)
+        out.append(BodyCase(_case(f"search[{name}] native", req), "search", settings, flt=flt))
     return out
 
 

@@ -23,6 +23,8 @@ SCOPE = {
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
     "retrieve": None,
     "fusion": None,
+    "rerank": ("model", "k", "inference_id", "min_score"),
+    "select": ("context_k", "mmr_lambda", "mmr_path"),
     "connection": ("request_timeout",),
 }
 

@@ -1292,6 +1292,29 @@ class StrictCluster:
         spec = self.indices[index].mapping.fields[fld]
         return self.endpoints[spec.params.get("inference_id", ".elser-2-elasticsearch")].embed(text)
 
+    def _rerank(self, inference_id: str, query: str, text: str) -> float:
+        """Score one document with a ``rerank`` endpoint (``text_similarity_reranker``)."""
+        endpoint = self.endpoints.get(inference_id)
+        if endpoint is None:
+            raise EsError(
+                404,
+                "resource_not_found_exception",
+                f"Inference endpoint not found [{inference_id}]",
+                source="x-pack/plugin/inference/.../ModelRegistry.java; "
+                "inference/70_text_similarity_rank_retriever.yml (fails if the inference ID does not exist)",
+            )
+        if endpoint.task_type != "rerank":
+            raise EsError(
+                400,
+                "status_exception",
+                f"Requested task type [rerank] does not match the inference endpoint's task type "
+                f"[{endpoint.task_type}]",
+                source="x-pack/plugin/inference/.../TextSimilarityRankFeaturePhaseRankCoordinatorContext.java "
+                "(GetInferenceModelAction.Request(inferenceId, TaskType.RERANK)); "
+                "TransportGetInferenceModelAction.java",
+            )
+        return endpoint.rerank(query, text)
+
     def _searcher(self, names: list[str], p: Principal | None) -> Searcher:
         def lookup(index: str, doc_id: str, path: str) -> list[Any]:
             self._require_index(p, "indices:data/read/get", [index])
@@ -1304,6 +1327,7 @@ class StrictCluster:
             license_active=self.license_status == "active",
             lookup=lookup,
             embed=self._embed,
+            rerank=self._rerank,
         )
 
     def _search(

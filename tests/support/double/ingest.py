@@ -419,6 +419,15 @@ class InferenceEndpoint:
         norm = sum(v * v for v in vec) ** 0.5
         return [struct.unpack("f", struct.pack("f", v / norm))[0] for v in vec]
 
+    def rerank(self, query: str, text: str) -> float:
+        """A ``rerank`` endpoint's relevance score (>= 0, as ``TextSimilarityRankRetrieverBuilder`` asserts): the
+        share of the query's distinct words found in ``text``, plus a tie-breaking 1e-3 per word of overlap."""
+        self.calls.append(text)
+        q = set(re.findall(r"\w+", query.lower()))
+        t = set(re.findall(r"\w+", text.lower()))
+        common = len(q & t)
+        return common / len(q) + 1e-3 * common if q else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         """``GET _inference/_all`` entry."""
         settings: dict[str, Any] = {"model_id": self.inference_id.strip("."), "num_threads": 1}

@@ -48,6 +48,18 @@ QUERY_SRC = "server/src/main/java/org/elasticsearch/index/query/AbstractQueryBui
 RETRIEVER_SRC = "server/src/main/java/org/elasticsearch/search/retriever/RetrieverBuilder.java"
 RRF_SRC = "x-pack/plugin/rank-rrf/src/main/java/org/elasticsearch/xpack/rank/rrf/RRFRetrieverBuilder.java"
 LINEAR_SRC = "x-pack/plugin/rank-rrf/src/main/java/org/elasticsearch/xpack/rank/linear/LinearRetrieverBuilder.java"
+TSR_SRC = (
+    "x-pack/plugin/inference/src/main/java/org/elasticsearch/xpack/inference/rank/textsimilarity/"
+    "TextSimilarityRankRetrieverBuilder.java; x-pack/plugin/inference/src/yamlRestTest/resources/rest-api-spec/test/"
+    "inference/70_text_similarity_rank_retriever.yml"
+)
+DIVERSIFY_SRC = (
+    "server/src/main/java/org/elasticsearch/search/diversification/DiversifyRetrieverBuilder.java; "
+    "server/src/main/java/org/elasticsearch/search/diversification/mmr/MMRResultDiversification.java"
+)
+DEFAULT_RERANK_ID = ".rerank-v1-elasticsearch"
+"""``ElasticsearchInternalService.DEFAULT_RERANK_ID``: the endpoint a ``text_similarity_reranker`` without
+``inference_id`` uses."""
 KNN_SRC = "server/src/main/java/org/elasticsearch/search/vectors/KnnSearchBuilder.java"
 LICENSE_SRC = "x-pack/plugin/core/src/main/java/org/elasticsearch/license/LicenseUtils.java (newComplianceException)"
 
@@ -116,7 +128,18 @@ RETRIEVER_KEYS = {
     | {"field", "query_vector", "query_vector_builder", "k", "num_candidates", "similarity", "rescore_vector"},
     "rrf": BASE_RETRIEVER_KEYS | {"retrievers", "rank_window_size", "rank_constant", "fields", "query"},
     "linear": BASE_RETRIEVER_KEYS | {"retrievers", "rank_window_size", "fields", "query", "normalizer"},
+    "text_similarity_reranker": BASE_RETRIEVER_KEYS
+    | {"retriever", "inference_id", "inference_text", "field", "rank_window_size", "allow_rerank_failures",
+       "chunk_rescorer"},
+    "diversify": BASE_RETRIEVER_KEYS
+    | {"retriever", "type", "field", "rank_window_size", "query_vector", "query_vector_builder", "lambda", "size"},
 }  # fmt: skip
+REQUIRED_KEYS = {
+    "text_similarity_reranker": ("retriever", "inference_text", "field"),
+    "diversify": ("retriever", "type", "field"),
+}
+"""``constructorArg()`` fields of the two wrapping retrievers' ``ConstructingObjectParser`` (``inference_id`` is an
+``optionalConstructorArg`` defaulting to :data:`DEFAULT_RERANK_ID`); a missing one fails with ``Required [...]``."""
 ENTERPRISE = {"enterprise", "trial"}
 
 
@@ -265,8 +288,10 @@ class Searcher:
         license_active: bool,
         lookup: Callable[[str, str, str], list[Any]],
         embed: Callable[[str, str, str], list[float]],
+        rerank: Callable[[str, str, str], float] | None = None,
     ) -> None:
         self.views = list(views)
+        self.rerank = rerank
         self.version = version
         self.license_ok = license_active and license_type in ENTERPRISE
         self.lookup = lookup
@@ -927,8 +952,16 @@ class Searcher:
             known.pop("rrf")
         if self.version < (8, 18):
             known.pop("linear")
+        if self.version < (8, 14):
+            known.pop("text_similarity_reranker")
+        if self.version < (9, 3):  # RETRIEVER_RESULT_DIVERSIFICATION_MMR_FEATURE: 9.3, technical preview
+            known.pop("diversify")
         if kind not in known:
             raise EsError(400, "parsing_exception", f"unknown retriever [{kind}]", source=RETRIEVER_SRC)
+        if kind == "text_similarity_reranker" and not self.license_ok:
+            # TextSimilarityRankRetrieverBuilder.fromXContent: TEXT_SIMILARITY_RERANKER_FEATURE is
+            # License.OperationMode.ENTERPRISE, checked before the body is parsed
+            raise compliance("text_similarity_reranker")
         if kind == "rrf" and not self.license_ok:
             raise compliance("Reciprocal Rank Fusion (RRF)")
         if kind == "linear" and not self.license_ok:
@@ -938,6 +971,8 @@ class Searcher:
                 raise parse_error(
                     kind, key, source=RRF_SRC if kind == "rrf" else LINEAR_SRC if kind == "linear" else RETRIEVER_SRC
                 )
+        if kind in REQUIRED_KEYS:
+            return self._wrapping(kind, spec, window)
         if "min_score" in spec:
             raise DoubleLimit("retriever min_score")
         filters = _as_list(spec.get("filter"))
@@ -1033,6 +1068,172 @@ class Searcher:
         order = sorted(fused, key=lambda key: (-fused[key], first[key]))[:rank_window]
         self._last_matched = matched
         return [(views[key], key[1], fused[key]) for key in order]
+
+    def _wrapping(self, kind: str, spec: Mapping[str, Any], window: int) -> list[tuple[IndexView, str, float | None]]:
+        """``text_similarity_reranker`` and ``diversify``: one inner retriever whose top ``rank_window_size`` hits
+        are reranked by an inference endpoint, or thinned by MMR (``CompoundRetrieverBuilder`` with one source)."""
+        src = TSR_SRC if kind == "text_similarity_reranker" else DIVERSIFY_SRC
+        missing = [k for k in REQUIRED_KEYS[kind] if k not in spec]
+        if missing:
+            raise EsError(
+                400,
+                "x_content_parse_exception",
+                f"[{kind}] failed to parse object",
+                source=src,
+                caused_by={"type": "illegal_argument_exception", "reason": f"Required [{', '.join(missing)}]"},
+            )
+        rank_window = spec.get("rank_window_size", 10)  # RankBuilder.DEFAULT_RANK_WINDOW_SIZE
+        if not isinstance(rank_window, int) or isinstance(rank_window, bool):
+            raise EsError(
+                400, "x_content_parse_exception", f"[{kind}] failed to parse field [rank_window_size]", source=src
+            )
+        filters = _as_list(spec.get("filter"))
+        inner = spec["retriever"]
+        if filters:  # RetrieverBuilder.preFilterQueryBuilders: the filter is pushed into the inner retriever
+            inner = _with_filter(inner, filters)
+        if kind == "diversify":
+            return self._diversify(spec, inner, rank_window, window)
+        for key in ("allow_rerank_failures", "chunk_rescorer"):
+            if key in spec:
+                raise DoubleLimit(f"[{key}] of text_similarity_reranker")
+        if rank_window < window:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"[{kind}] requires [rank_window_size: {rank_window}] be greater than or equal to [size: {window}]",
+                source="server/src/main/java/org/elasticsearch/search/retriever/CompoundRetrieverBuilder.java",
+            )
+        for key in ("inference_text", "field", "inference_id"):
+            if key in spec and not isinstance(spec[key], str):
+                raise EsError(400, "x_content_parse_exception", f"[{kind}] failed to parse field [{key}]", source=src)
+        inference_id = str(spec.get("inference_id", DEFAULT_RERANK_ID))
+        ranked = self.retriever(inner, rank_window)[:rank_window]
+        matched = self._last_matched
+        if self.rerank is None:
+            raise DoubleLimit("text_similarity_reranker on a searcher without inference endpoints")
+        fld = str(spec["field"])
+        scored = []
+        for pos, (view, doc_id, _score) in enumerate(ranked):
+            values = _values(view.docs[doc_id], fld)
+            text = " ".join(str(v) for v in values)
+            scored.append((self.rerank(inference_id, str(spec["inference_text"]), text), pos, view, doc_id))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        min_score = spec.get("min_score")
+        out: list[tuple[IndexView, str, float | None]] = [
+            (view, doc_id, score)
+            for score, _pos, view, doc_id in scored
+            if min_score is None or score >= float(min_score)  # combineInnerRetrieverResults: after reranking
+        ]
+        self._last_matched = {(v.name, d) for v, d, _ in out} if min_score is not None else matched
+        return out
+
+    def _diversify(
+        self, spec: Mapping[str, Any], inner: Any, rank_window: int, window: int
+    ) -> list[tuple[IndexView, str, float | None]]:
+        """MMR as ``MMRResultDiversification.diversify``: the first pick is the hit most similar to the query vector
+        (maximum inner product, Lucene-scaled), then ``argmax lambda * sim(q, d) - (1 - lambda) * max sim(d, s)`` up
+        to ``size``; the chosen hits come back in the inner retriever's order with its scores."""
+        if "min_score" in spec:
+            raise DoubleLimit("diversify min_score")
+        dtype = str(spec["type"]).lower()
+        if dtype != "mmr":  # ResultDiversificationType.fromString
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"unknown result diversification type [{spec['type']}]",
+                source=DIVERSIFY_SRC,
+            )
+        if "query_vector_builder" in spec:
+            if "query_vector" in spec:
+                raise EsError(
+                    400,
+                    "action_request_validation_exception",
+                    "Validation Failed: 1: [diversify] MMR result diversification can have one of [query_vector] or "
+                    "[query_vector_builder], but not both;",
+                    source=DIVERSIFY_SRC,
+                )
+            raise DoubleLimit("diversify query_vector_builder")
+        size = spec.get("size")
+        size = min(10, rank_window) if size is None else int(size)  # DEFAULT_SIZE_VALUE
+        lam = spec.get("lambda")
+        errors = []
+        if size <= 0:
+            errors.append(f"[diversify] MMR result diversification [size] of {size} must be greater than zero")
+        if size > rank_window:
+            errors.append(
+                f"[diversify] MMR result diversification [size] of {size} cannot be greater than the "
+                f"[rank_window_size] of {rank_window}"
+            )
+        if lam is None or isinstance(lam, bool) or not 0.0 <= float(lam) <= 1.0:
+            errors.append(
+                "[diversify] MMR result diversification must have a [lambda] between 0.0 and 1.0. "
+                f"The value provided was {'null' if lam is None else lam}"
+            )
+        if errors:
+            listed = "".join(f"{i}: {e};" for i, e in enumerate(errors, start=1))
+            raise EsError(
+                400, "action_request_validation_exception", f"Validation Failed: {listed}", source=DIVERSIFY_SRC
+            )
+        if rank_window < window:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"[diversify] requires [rank_window_size: {rank_window}] be greater than or equal to [size: {window}]",
+                source="server/src/main/java/org/elasticsearch/search/retriever/CompoundRetrieverBuilder.java",
+            )
+        ranked = self.retriever(inner, rank_window)[:rank_window]
+        matched = self._last_matched
+        fld = str(spec["field"])
+        vectors: list[list[float] | None] = []
+        for view, doc_id, _ in ranked:
+            fspec = view.fields.get(fld)
+            if fspec is None or fspec.type != "dense_vector":
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Failed to retrieve vectors for field [{fld}]. Is it a [dense_vector] field?",
+                    source=DIVERSIFY_SRC,
+                )
+            value = view.docs[doc_id].get(fld)
+            vectors.append([float(x) for x in value] if isinstance(value, list) and value else None)
+        if ranked and not any(v is not None for v in vectors):
+            raise EsError(
+                400,
+                "status_exception",
+                f"Failed to retrieve vectors for field [{fld}]. Is it a [dense_vector] field?",
+                source=DIVERSIFY_SRC,
+            )
+        query = spec.get("query_vector")
+        qvec = [float(x) for x in query] if isinstance(query, list) else None
+
+        def sim(a: list[float], b: list[float]) -> float:  # VectorSimilarityFunction.MAXIMUM_INNER_PRODUCT
+            dot = sum(x * y for x, y in zip(a, b, strict=True))
+            return 1.0 / (1.0 - dot) if dot < 0 else dot + 1.0
+
+        if not ranked:
+            return []
+        qsim = {i: sim(v, qvec) for i, v in enumerate(vectors) if v is not None and qvec is not None}
+        if qsim:
+            first = max(qsim, key=lambda i: (qsim[i], -i))
+        else:
+            first = max(range(len(ranked)), key=lambda i: (float(ranked[i][2] or 0.0), -i))
+        selected = [first]
+        for _ in range(size):
+            if len(selected) >= min(size, len(ranked)):
+                break
+            best, best_score = -1, float("-inf")
+            for i, v in enumerate(vectors):
+                if i in selected or v is None:
+                    continue
+                div = max((sim(v, vs) for j in selected if (vs := vectors[j]) is not None), default=float("-inf"))
+                rel = qsim.get(i)
+                score = (float(lam) * rel if rel is not None else 0.0) - (1.0 - float(lam)) * div
+                if score > best_score:
+                    best, best_score = i, score
+            if best >= 0:
+                selected.append(best)
+        self._last_matched = matched
+        return [ranked[i] for i in sorted(selected)]
 
     def _component(self, kind: str, entry: Any, top_normalizer: str | None) -> tuple[Any, float, str | None]:
         if not isinstance(entry, Mapping):
