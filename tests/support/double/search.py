@@ -432,8 +432,8 @@ class Searcher:
         ``missing`` (``MissingAggregationBuilder``: documents without a value). Other parameters are a double
         limit."""
         if not isinstance(spec, Mapping) or "field" not in spec:
-            raise EsError(400, "illegal_argument_exception", f"Required one of fields [field, script], but none "
-                          f"were specified.", source=SEARCH_SRC)  # fmt: skip
+            raise EsError(400, "illegal_argument_exception", "Required one of fields [field, script], but none "
+                          "were specified.", source=SEARCH_SRC)  # fmt: skip
         extra = sorted(set(spec) - ({"field", "size"} if kind == "terms" else {"field"}))
         if extra:
             raise DoubleLimit(f"{kind} aggregation parameter [{extra[0]}]")
