@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.backend import Retrieval, SearchBackend
+from es_rag.backend import EmbeddingState, Retrieval, SearchBackend, check_embedding
 from es_rag.cross_encoder.model import Calibration, CrossEncoderReranker
 from es_rag.cross_encoder.result_cache import ResultCache
 from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
@@ -143,6 +143,7 @@ class RagPipeline:
         )
         self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
         self._pack_tok: Tokenizer | None = None
+        self._embedding_checked: EmbeddingState | None = None
         self._pack_tok_error: str | None = None
         self.budget_warning = settings.budget_warning()
         if self.budget_warning:
@@ -177,13 +178,34 @@ class RagPipeline:
                 return None
             try:
                 vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-                st.out_count = 1
-                trace.paths["dense"] = "client-embedding"
-                return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
                 trace.paths["dense"] = f"fallback: bm25 only (query embedding failed: {exc})"
                 st.info["error"] = str(exc)
                 return None
+            st.out_count = 1
+            trace.paths["dense"] = "client-embedding"
+            st.info["embedding_check"] = self.check_embedding()
+            return vec
+
+    def check_embedding(self, *, refresh: bool = False) -> str:
+        """Refuse to search an index whose vectors another model made (:func:`es_rag.backend.check_embedding`): the
+        backend's :class:`~es_rag.backend.EmbeddingState` is read once per backend (and after its own writes), and
+        again when hits come from an index not checked yet (an alias swapped to another generation). Returns what the
+        trace records.
+
+        Args:
+            refresh: Read the backend's state again.
+
+        Raises:
+            EmbeddingMismatch: The index's vectors and the query encoder disagree.
+        """
+        version = getattr(self.embedder, "version", None)
+        if version is None:
+            return "not checked: the query embedder has no version"
+        checked = self.backend.embedding_state(refresh=refresh)  # cached by the backend, dropped by its writes
+        warning = check_embedding(checked, self.settings, str(version))
+        self._embedding_checked = checked
+        return f"warning: {warning}" if warning else f"ok: {', '.join(checked.versions) or 'empty index'}"
 
     def _retrieve(self, query: str, vec: np.ndarray | None, flt: SearchFilter, trace: Trace) -> Retrieval:
         with trace.stage("retrieve") as st:
@@ -258,6 +280,10 @@ class RagPipeline:
         flt = self.backend.snapshot_versions(flt)
         vec = self._embed(query, trace)
         ret = self._retrieve(query, vec, flt, trace)
+        checked = self._embedding_checked
+        if vec is not None and checked is not None and not set(ret.indices) <= set(checked.indices):
+            # the hits came from an index not checked: an alias now points at another generation
+            trace.paths["embedding_check"] = self.check_embedding(refresh=True)
         s = self.settings
         with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
             fused = self._record(st, fusion.run(ret, s), trace)
