@@ -218,3 +218,19 @@ def test_the_swap_gate() -> None:
     assert "below the live one's (0.8)" in str(swap_refusal(IngestReport(), ev(3, 0.5, 0.8)))
     assert swap_refusal(IngestReport(), ev(3, 0.8, 0.8)) is None
     assert swap_refusal(IngestReport(), ev(3)) is None
+
+
+def test_a_new_installation_can_start_with_reindex(cli: Any, docs: Path, models: tuple[Path, Path]) -> None:
+    """No ``setup`` and no concrete indices: the first build installs the assets, creates the generation and adds the
+    aliases (nothing to remove, no ``--migrate`` needed); searches work through them at once."""
+    old, _ = models
+    cluster = StrictCluster()
+    with serve(cluster) as url:
+        es = ["--es", url]
+        code, out, err = cli("reindex", str(docs), "--tenant", "acme", "--json", *es, *model(old))
+        assert code == 0, err
+        gen = json.loads(out)["generation"]
+        assert json.loads(out)["live_before"] is None
+        assert sorted(cluster.indices) == [f"es-rag-{r}-{gen}" for r in ("chunks", "parents", "versions")]
+        assert set(cluster.aliases) == {"es-rag-chunks", "es-rag-parents", "es-rag-versions"}
+        assert "alpha.md" in search_sources(cli, es, old)
