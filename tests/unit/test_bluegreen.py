@@ -72,7 +72,7 @@ def test_swap_refusals() -> None:
     with pytest.raises(ConfigError, match="generation 'g1' is already live"):
         swap_request(S, layout, "g1")
     legacy = Layout(live={r: f"es-rag-{r}" for r in ROLES}, legacy=full, generations={"g1": full})
-    with pytest.raises(ConfigError, match="are concrete indices .* Add --migrate"):
+    with pytest.raises(ConfigError, match=r"are concrete indices .* Add --migrate"):
         swap_request(S, legacy, "g1")
     fresh = Layout(live={r: None for r in ROLES}, generations={"g1": full})
     assert swap_request(S, fresh, "g1").body == {
@@ -120,5 +120,5 @@ def test_the_pointer_file(tmp_path: Path) -> None:
     remove_generation(root, LEGACY)
     assert not (root / "meta.json").exists() and list_generations(root) == ["g1"]
     (root / POINTER).write_text("gone\n")
-    with pytest.raises(ConfigError, match="names generation 'gone'.*es-rag reindex --status"):
+    with pytest.raises(ConfigError, match=r"names generation 'gone'.*es-rag reindex --status"):
         live_directory(root)
