@@ -1,6 +1,10 @@
 """The strict double's aliases refuse what Elasticsearch refuses (issue 19 item 8: blue-green swaps). Each test names
 the Elasticsearch source or REST YAML test (``rest-api-spec/src/yamlRestTest/resources/rest-api-spec/test/
-indices.update_aliases/*.yml``) that defines the rule; a refused ``POST _aliases`` applies none of its actions."""
+indices.update_aliases/*.yml``) that defines the rule; a refused ``POST _aliases`` applies none of its actions.
+
+Replayed with ``ES_YAML_TESTS`` (``tests/double/test_yaml_runner.py``), ``30_remove_index_and_replace_with_alias.yml``
+and ``40_must_exist.yml`` pass on the double (6 cases), except "Single result per input action", skipped as a double
+limit (wildcards in alias actions)."""
 
 from __future__ import annotations
 
@@ -39,6 +43,9 @@ def test_remove_with_must_exist_of_a_missing_alias_fails_whole() -> None:
     swap = ({"remove": {"index": "test_index", "alias": "test_alias1", "must_exist": True}},)
     assert aliases(cl, *swap, {"add": {"index": "test_index", "alias": "test_alias2"}})[0] == 200
     assert call(cl, "HEAD", "test_alias1")[0] == 404 and call(cl, "HEAD", "test_alias2")[0] == 200
+    assert call(cl, "HEAD", "_alias/test_alias1")[0] == 404 and call(cl, "HEAD", "_alias/test_alias2")[0] == 200
+    assert call(cl, "GET", "_alias/test_alias1") == (404, {"error": "alias [test_alias1] missing", "status": 404})
+    assert call(cl, "GET", "_alias/test_alias2") == (200, {"test_index": {"aliases": {"test_alias2": {}}}})
     refused = aliases(cl, *swap, {"add": {"index": "test_index", "alias": "test_alias3"}})
     assert error(refused) == (404, "aliases_not_found_exception", "aliases [test_alias1] missing")
     assert "test_alias3" not in cl.aliases

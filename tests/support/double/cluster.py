@@ -458,6 +458,8 @@ class StrictCluster:
             return self._refresh(list(self.indices), p)
         if head == "_aliases" and len(parts) == 1 and method == "POST":
             return self._update_aliases(body, p)
+        if head == "_alias" and len(parts) == 2 and method in ("GET", "HEAD"):
+            return self._get_aliases("*", p, names=parts[1], head=method == "HEAD")
         if head.startswith("_"):
             raise _no_handler(method, path)
         # index-level
@@ -483,8 +485,8 @@ class StrictCluster:
         if op in ("_doc", "_create") and len(rest) <= 2:
             doc_id = rest[1] if len(rest) == 2 else None
             return self._doc_api(method, names, doc_id, params, body, p, create=op == "_create")
-        if op == "_alias" and len(rest) == 1 and method == "GET":
-            return self._get_aliases(names, p)
+        if op == "_alias" and len(rest) <= 2 and method in ("GET", "HEAD"):
+            return self._get_aliases(names, p, names=rest[1] if len(rest) == 2 else None, head=method == "HEAD")
         if op == "_mapping" and method == "GET":
             self._require_index(p, "indices:admin/get", self._resolve(names))
             return 200, {n: {"mappings": self.indices[n].mapping.to_dict()} for n in self._resolve(names)}
@@ -967,14 +969,36 @@ class StrictCluster:
         )
 
     # -- aliases -------------------------------------------------------------------------------------------------
-    def _get_aliases(self, names: str, p: Principal | None) -> Response:
-        """``GET <indices>/_alias``: every index the expression reaches with its aliases (``{}`` when none)."""
-        resolved = self._resolve(names)
+    def _get_aliases(
+        self, indices: str, p: Principal | None, *, names: str | None = None, head: bool = False
+    ) -> Response:
+        """``GET <indices>/_alias``: every index the expression reaches with its aliases (``{}`` when none);
+        ``GET|HEAD [<indices>/]_alias/<names>``: only the indices holding one of those aliases, 404 when none
+        (``RestGetAliasesAction``: ``alias [x] missing``)."""
+        resolved = self._resolve(indices, allow_missing=indices == "*")
         self._require_index(p, "indices:admin/aliases/get", resolved)
+        wanted = None if names is None else [n for n in names.split(",") if n]
         out: dict[str, Any] = {}
         for n in resolved:
-            mine = {a: dict(members[n]) for a, members in sorted(self.aliases.items()) if n in members}
-            out[n] = {"aliases": mine}
+            mine = {
+                a: dict(members[n])
+                for a, members in sorted(self.aliases.items())
+                if n in members and (wanted is None or any(glob_match(w, a) for w in wanted))
+            }
+            if mine or wanted is None:
+                out[n] = {"aliases": mine}
+        if wanted is not None:
+            found = {a for entry in out.values() for a in entry["aliases"]}
+            missing = [w for w in wanted if "*" not in w and w not in found]
+            if head:
+                return (200 if found and not missing else 404), None
+            if missing:
+                shown = ",".join(missing)
+                return 404, {
+                    "error": f"alias{'es' if len(missing) > 1 else ''} [{shown}] missing",
+                    "status": 404,
+                    **out,
+                }
         return 200, out
 
     def _update_aliases(self, body: Any, p: Principal | None) -> Response:
