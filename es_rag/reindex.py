@@ -264,7 +264,6 @@ class EsGenerations:
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.settings: Settings = backend.settings
-        self.last_request: Any = None
 
     def layout(self) -> Any:
         """The indices and aliases of the prefix, read now."""
@@ -322,7 +321,6 @@ class EsGenerations:
         if generation == "legacy":
             raise ConfigError("the legacy indices were deleted by the first swap (--migrate): they cannot be served")
         request = swap_request(self.settings, self.layout(), generation, migrate=migrate)
-        self.last_request = request
         self.backend.send(request)
         actions = len(request.body["actions"])
         return f"POST _aliases: {actions} actions, {self.settings.index.prefix}-chunks -> {generation}"
