@@ -285,6 +285,17 @@ class EsGenerations:
         layout = self.layout()
         return bool(layout.legacy) if generation == "legacy" else generation in layout.complete()
 
+    def embedding_versions(self, generation: str) -> dict[str, int]:
+        """The ``embedding_version`` values a generation's chunks carry (one aggregation).
+
+        Args:
+            generation: A generation (``legacy``: the concrete index before the first swap).
+        """
+        from es_rag.elasticsearch.aliases import embedding_versions_request, parse_embedding_versions
+
+        target = self.settings if generation == "legacy" else self.settings.replace(index_generation=generation)
+        return parse_embedding_versions(self.backend.send(embedding_versions_request(target)))[0]
+
     def open_new(self, settings: Settings, generation: str) -> Any:
         """Install the assets of ``settings`` (idempotent PUTs) and create the generation's indices (if absent);
         return a backend writing into them.
@@ -385,6 +396,16 @@ class EmbeddedGenerations:
         from es_rag.embedded.generations import generation_dir
 
         return (generation_dir(self.root, generation) / "meta.json").is_file()
+
+    def embedding_versions(self, generation: str) -> dict[str, int]:
+        """The ``embedding_version`` values a generation's chunks carry.
+
+        Args:
+            generation: A generation with an index.
+        """
+        from es_rag.embedded.generations import generation_dir, stored_embedding_versions
+
+        return stored_embedding_versions(generation_dir(self.root, generation))
 
     def open_new(self, settings: Settings, generation: str) -> Any:
         """A backend writing into the generation's folder.

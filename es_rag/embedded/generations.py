@@ -18,6 +18,7 @@ serving the generation it opened until it is opened again.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -138,3 +139,22 @@ def remove_generation(root: str | Path, generation: str) -> None:
             (Path(root) / name).unlink(missing_ok=True)
         return
     shutil.rmtree(generation_dir(root, generation))
+
+
+def stored_embedding_versions(folder: str | Path) -> dict[str, int]:
+    """``embedding_version`` -> chunks in one generation's folder, read from ``chunks.jsonl`` (no vectors loaded;
+    the pointer is not followed, so ``legacy`` reads the root's own index).
+
+    Args:
+        folder: A generation's folder (:func:`generation_dir`).
+    """
+    out: dict[str, int] = {}
+    path = Path(folder) / "chunks.jsonl"
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                version = str(json.loads(line).get("embedding_version") or "none")
+                out[version] = out.get(version, 0) + 1
+    return out

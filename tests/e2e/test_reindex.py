@@ -54,6 +54,10 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
     yield run
 
 
+OLD_VERSION = "local:st"
+"""The ``embedding_version`` of the tiny bi-encoder (``tests/support/models_factory.py`` saves it under ``st/``)."""
+
+
 def model(path: Path) -> list[str]:
     return ["--embedding-model", str(path), "--vector-dims", "32"]
 
@@ -122,11 +126,17 @@ def test_blue_green_on_elasticsearch(cli: Any, docs: Path, models: tuple[Path, P
         assert list(cluster.aliases["es-rag-chunks"]) == [f"es-rag-chunks-{gen2}"]
         assert "alpha.md" in search_sources(cli, es, old)
         code, out, _ = cli("reindex", "--status", "--json", *es)
+        # each generation says which model's vectors it holds
         assert json.loads(out) == {
             "live": gen2,
             "generations": [
-                {"generation": gen1, "live": False, "complete": True},
-                {"generation": gen2, "live": True, "complete": True},
+                {
+                    "generation": gen1,
+                    "live": False,
+                    "complete": True,
+                    "embedding_versions": {"local:tiny-b": 4},
+                },  # acme + globex
+                {"generation": gen2, "live": True, "complete": True, "embedding_versions": {OLD_VERSION: 2}},
             ],
         }
         # doctor shows the live generation and the embedding check
@@ -190,6 +200,12 @@ def test_blue_green_on_an_embedded_folder(cli: Any, docs: Path, models: tuple[Pa
     assert (idx / "meta.json").is_file()  # the legacy index stays: the embedded swap deletes nothing
     assert "alpha.md" in search_sources(cli, target, new)
     assert cli("sources", "--tenant", "acme", *target)[0] == 0
+    code, out, _ = cli("reindex", "--status", *target)
+    assert code == 0 and out.splitlines() == [
+        f"legacy  {OLD_VERSION} (2 chunks)",
+        f"{gen}  local:tiny-b (2 chunks)  live",
+        f"live: {gen}",
+    ]
 
     code, out, _ = cli("reindex", "--rollback", *target)
     assert code == 0 and (idx / POINTER).read_text().strip() == "legacy"

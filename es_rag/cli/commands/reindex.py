@@ -102,13 +102,18 @@ def _act(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: boo
 
     if args.status:
         live = store.live()
-        rows = [{"generation": g, "live": g == live, "complete": store.complete(g)} for g in store.generations()]
+        rows = []
+        for g in store.generations():
+            complete = store.complete(g)
+            versions = store.embedding_versions(g) if complete else {}
+            rows.append({"generation": g, "live": g == live, "complete": complete, "embedding_versions": versions})
         if args.json:
             print_json({"live": live, "generations": rows})
         else:
             for r in rows:
                 mark = "live" if r["live"] else ("" if r["complete"] else "incomplete")
-                print(f"{r['generation']}  {mark}".rstrip())
+                shown = ", ".join(f"{v} ({n} chunks)" for v, n in r["embedding_versions"].items()) or "-"
+                print(f"{r['generation']}  {shown}  {mark}".rstrip())
             print(f"live: {live or 'nothing set up'}")
         return 0
     if args.rollback:
