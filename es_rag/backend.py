@@ -108,6 +108,117 @@ class Retrieval:
     es_rerank_fallback: str | None = None
     diversified: dict[str, Any] | None = None
     mmr_note: str | None = None
+    indices: tuple[str, ...] = ()
+    """The concrete indices the hits came from (Elasticsearch's ``_index``; empty on the embedded backend)."""
+
+
+@dataclass(frozen=True)
+class EmbeddingState:
+    """Which model's vectors an index holds, read once per backend (:meth:`SearchBackend.embedding_state`).
+
+    Attributes:
+        versions: ``embedding_version`` -> number of chunks carrying it.
+        unversioned: Chunks without ``embedding_version`` (written by another tool).
+        indices: The concrete indices read (Elasticsearch: the generation behind the alias), or the folder.
+        endpoint_model: In vector mode ``inference``: the ``model_id`` of the inference endpoint (None: unknown).
+    """
+
+    versions: dict[str, int]
+    unversioned: int = 0
+    indices: tuple[str, ...] = ()
+    endpoint_model: str | None = None
+
+
+def model_key(name: str) -> str:
+    """A model name compared across namings: the last path part, lower-cased, without a leading ``.`` or a platform
+    suffix, and eland's ``__`` read as ``/`` (``sentence-transformers/all-MiniLM-L6-v2``,
+    ``sentence-transformers__all-minilm-l6-v2`` and ``all-minilm-l6-v2`` agree; so do
+    ``intfloat/multilingual-e5-small`` and ``.multilingual-e5-small_linux-x86_64``).
+
+    Args:
+        name: A model name, hub id, eland model id or Elasticsearch built-in model id.
+    """
+    last = name.replace("__", "/").rstrip("/").rsplit("/", 1)[-1].lower().lstrip(".")
+    for suffix in ("_linux-x86_64",):
+        last = last.removesuffix(suffix)
+    return last.split("@", 1)[0]
+
+
+REINDEX_HINT = "rebuild the index with the query encoder: es-rag reindex PATHS --tenant T (docs/operations.md)"
+
+
+def check_embedding(
+    state: EmbeddingState, settings: Settings, query_version: str | None, *, use: str = "queries are embedded"
+) -> str | None:
+    """Refuse to query an index whose vectors another model made; return a warning (or None) when the check cannot
+    decide.
+
+    * ``client`` vectors: every chunk's ``embedding_version`` must equal the query encoder's version.
+    * ``inference`` vectors: chunks carry ``inference:<inference_id>``, written by the ingest pipeline; queries are
+      embedded client-side by ``embedding_model``, so the endpoint must be the configured one and its ``model_id``
+      must name the same model (:func:`model_key`).
+    * ``semantic_text``: Elasticsearch embeds documents and queries with the field's endpoint: nothing to check.
+    * Several versions in one index: refused (a half-rebuilt index).
+    * Chunks without a version and none with one: a warning, not a refusal (documents of other tools; es_rag cannot
+      tell); an empty index passes.
+
+    Args:
+        state: What the index holds.
+        settings: The vector mode, inference endpoint and embedding model.
+        query_version: The query encoder's version (``Embedder.version``); None when queries are not embedded.
+        use: What ``query_version`` is used for, in the message (ingest checks its own model the same way).
+
+    Raises:
+        EmbeddingMismatch: The vectors and the query encoder disagree.
+    """
+    from es_rag.errors import EmbeddingMismatch
+    from es_rag.settings import VectorMode
+
+    mode = settings.encoder.vectors
+    if mode is VectorMode.SEMANTIC_TEXT or query_version is None:
+        return None
+    where = ", ".join(state.indices) or "the index"
+    if len(state.versions) > 1:
+        found = ", ".join(f"{v} ({n} chunks)" for v, n in sorted(state.versions.items()))
+        raise EmbeddingMismatch(
+            f"{where} holds vectors of several embedding models ({found}); {use} by {query_version}: {REINDEX_HINT}"
+        )
+    if not state.versions:
+        if state.unversioned:
+            return (
+                f"{where}: {state.unversioned} chunks carry no embedding_version (written by another tool?): "
+                f"cannot check that their vectors come from the query encoder {query_version}"
+            )
+        return None
+    (stored,) = state.versions
+    if mode is VectorMode.INFERENCE:
+        expected = f"inference:{settings.encoder.inference_id}"
+        if stored != expected:
+            raise EmbeddingMismatch(
+                f"{where} holds vectors of embedding_version {stored}, but vector_mode inference with inference_id "
+                f"{settings.encoder.inference_id} expects {expected}: {REINDEX_HINT}"
+            )
+        client = (
+            f"{settings.encoder.model} ({query_version})" if query_version != settings.encoder.model else query_version
+        )
+        if state.endpoint_model is None:
+            raise EmbeddingMismatch(
+                f"{where} holds vectors of {stored}; {use} client-side by {client}, and the "
+                f"endpoint's model_id is unreadable (GET _inference needs monitor_inference), so es_rag cannot tell "
+                "that both are one model: grant monitor_inference, or set --embedding-model to the endpoint's model"
+            )
+        if model_key(state.endpoint_model) != model_key(settings.encoder.model):
+            raise EmbeddingMismatch(
+                f"{where} holds vectors of {stored} (model {state.endpoint_model}), but {use} "
+                f"client-side by {client}: set --embedding-model to the endpoint's model, or {REINDEX_HINT}"
+            )
+        return None
+    if stored != query_version:
+        raise EmbeddingMismatch(
+            f"{where} holds vectors of embedding_version {stored}, but {use} by {query_version}: "
+            f"{REINDEX_HINT}, or query with --embedding-model matching the index"
+        )
+    return None
 
 
 class SearchBackend(Protocol):
@@ -145,6 +256,11 @@ class SearchBackend(Protocol):
 
     def version_store(self) -> VersionStore:
         """Version switches (begin -> write -> refresh -> commit/purge) and source deletes on this backend."""
+        ...
+
+    def embedding_state(self, refresh: bool = False) -> EmbeddingState:
+        """Which ``embedding_version`` values the chunk index holds, read once and cached (``refresh`` reads again;
+        every write of this backend drops the cache)."""
         ...
 
     def flush(self) -> None:

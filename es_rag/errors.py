@@ -60,6 +60,11 @@ class ClusterTimeout(ClusterError):
     """No answer within the request timeout; the cluster may still have done the work."""
 
 
+class EmbeddingMismatch(ConfigError):
+    """The index's vectors come from another embedding model than the query encoder (kNN would compare vectors of two
+    models); the message names both versions and the command that rebuilds the index."""
+
+
 class ModelLoadError(EsRagError):
     """A model (embedder, cross-encoder, tokenizer) could not be loaded."""
 

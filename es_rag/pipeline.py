@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from es_rag.backend import Retrieval, SearchBackend
+from es_rag.backend import EmbeddingState, Retrieval, SearchBackend, check_embedding
 from es_rag.cross_encoder.model import Calibration, CrossEncoderReranker
 from es_rag.cross_encoder.result_cache import ResultCache
 from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
@@ -215,6 +215,7 @@ class RagPipeline:
         )
         self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
         self._pack_tok: Tokenizer | None = None
+        self._embedding_checked: EmbeddingState | None = None
         self._pack_tok_error: str | None = None
         self.budget_warning = settings.budget_warning()
         if self.budget_warning:
@@ -249,19 +250,52 @@ class RagPipeline:
                 return None
             try:
                 vec = np.asarray((yield Model(functools.partial(self.embedder.embed_query, query))), dtype=np.float32)
-                st.out_count = 1
-                version = getattr(self.embedder, "version", None)
-                if isinstance(version, str):
-                    st.info["embedding_version"] = version
-                trace.paths["dense"] = "client-embedding"
-                plan = getattr(self.embedder, "device_plan", None)  # a test double may have none
-                if plan is not None:
-                    st.info["device"] = plan.describe()
-                return vec
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
                 trace.paths["dense"] = f"fallback: bm25 only (query embedding failed: {exc})"
                 st.info["error"] = str(exc)
                 return None
+            st.out_count = 1
+            version = getattr(self.embedder, "version", None)
+            if isinstance(version, str):
+                st.info["embedding_version"] = version
+            trace.paths["dense"] = "client-embedding"
+            plan = getattr(self.embedder, "device_plan", None)  # a test double may have none
+            if plan is not None:
+                st.info["device"] = plan.describe()
+            # outside the try: a mismatch is refused, never a fallback to BM25
+            st.info["embedding_check"] = yield from self._check_embedding_flow(False)
+            return vec
+
+    def check_embedding(self, *, refresh: bool = False) -> str:
+        """Refuse to search an index whose vectors another model made (:func:`es_rag.backend.check_embedding`): the
+        backend's :class:`~es_rag.backend.EmbeddingState` is read once per backend (and after its own writes), and
+        again when hits come from an index not checked yet (an alias swapped to another generation). Returns what the
+        trace records.
+
+        Args:
+            refresh: Read the backend's state again.
+
+        Raises:
+            EmbeddingMismatch: The index's vectors and the query encoder disagree.
+        """
+        version = getattr(self.embedder, "version", None)
+        if version is None:
+            return "not checked: the query embedder has no version"
+        checked = self.backend.embedding_state(refresh=refresh)  # cached by the backend, dropped by its writes
+        warning = check_embedding(checked, self.settings, str(version))
+        self._embedding_checked = checked
+        return f"warning: {warning}" if warning else f"ok: {', '.join(checked.versions) or 'empty index'}"
+
+    def _check_embedding_flow(self, refresh: bool) -> Flow[str]:
+        """:meth:`check_embedding` as a step of the search flow: the backend's state is read through an
+        :class:`Io` step, so ``asearch`` awaits it on an async backend."""
+        version = getattr(self.embedder, "version", None)
+        if version is None:
+            return "not checked: the query embedder has no version"
+        checked: EmbeddingState = yield Io("embedding_state", (refresh,))
+        warning = check_embedding(checked, self.settings, str(version))
+        self._embedding_checked = checked
+        return f"warning: {warning}" if warning else f"ok: {', '.join(checked.versions) or 'empty index'}"
 
     def _retrieve(self, query: str, vec: np.ndarray | None, flt: SearchFilter, trace: Trace) -> Flow[Retrieval]:
         with trace.stage("retrieve") as st:
@@ -407,6 +441,10 @@ class RagPipeline:
         flt = yield Io("snapshot_versions", (flt,))
         vec = yield from self._embed(query, trace)
         ret = yield from self._retrieve(query, vec, flt, trace)
+        checked = self._embedding_checked
+        if vec is not None and checked is not None and not set(ret.indices) <= set(checked.indices):
+            # the hits came from an index not checked: an alias now points at another generation
+            trace.paths["embedding_check"] = yield from self._check_embedding_flow(True)
         s = self.settings
         with trace.stage("fusion", in_count=sum(len(v) for v in ret.channels.values())) as st:
             fused = self._record(st, fusion.run(ret, s), trace)

@@ -27,7 +27,7 @@ from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
 Scope = Mapping[str, Sequence[str] | None]
 """Settings a command reads: group name -> field names (None = every field of the group)."""
 
-SEARCH_INDEX = ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields")
+SEARCH_INDEX = ("prefix", "generation", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields")
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
 QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision")
 """The ``encoder`` settings a query needs."""
@@ -281,8 +281,10 @@ def existing_index_dir(args: argparse.Namespace) -> str | None:
 
     if uses_cluster(args):
         return None
+    from es_rag.embedded.generations import has_index
+
     index_dir = str(args.index_dir or DEFAULT_INDEX_DIR)
-    if not (Path(index_dir) / "meta.json").is_file():
+    if not has_index(index_dir):
         raise EsRagError(
             f"no embedded index in {index_dir}: run `es-rag ingest PATH --tenant T --index-dir {index_dir}` first"
         )

@@ -317,15 +317,21 @@ def obsolete_asset_paths(settings: Settings) -> list[str]:
 
 def index_creation_requests(settings: Settings) -> list[EsRequest]:
     """Create the chunk, parent and version-registry indices (bodies empty: the index templates supply
-    everything).
+    everything; with ``index_generation`` set, that generation's concrete indices, the registry with its body
+    given, since the registry's template matches ``<prefix>-versions`` alone).
 
     Args:
         settings: Gives the index names.
     """
+    versions: dict[str, Any] = {}
+    if settings.index.generation:
+        # the versions template matches <prefix>-versions only: a generation's registry gets the same body explicitly
+        template = render_asset("index_templates", "index-versions", settings)["template"]
+        versions = {"settings": template["settings"], "mappings": template["mappings"]}
     return [
         EsRequest("PUT", settings.chunk_index, {}),
         EsRequest("PUT", settings.parent_index, {}),
-        EsRequest("PUT", f"{settings.index.prefix}-versions", {}),
+        EsRequest("PUT", settings.index_name("versions"), versions),
     ]
 
 

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.backend import IndexReport, Retrieval, validate_chunk_source
+from es_rag.backend import EmbeddingState, IndexReport, Retrieval, validate_chunk_source
 from es_rag.elasticsearch.admin import ClusterAdmin
+from es_rag.elasticsearch.aliases import embedding_versions_request, parse_embedding_versions
 from es_rag.elasticsearch.bodies import count_request, neighbors_request, parents_request, search_requests
 from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send, adrive, drive, exception_cause
 from es_rag.elasticsearch.probe import UNKNOWN_VERSION, Capabilities, version_tuple
@@ -33,7 +34,7 @@ from es_rag.elasticsearch.responses import (
     server_chunk_note,
 )
 from es_rag.elasticsearch.versions import EsVersionStore
-from es_rag.errors import ClusterError, ClusterUnreachable, InputError, LicenseError
+from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.query import diversify_blocker, es_rerank_blocker, plan_search, semantic_mode
@@ -122,6 +123,7 @@ class ElasticsearchBackend(ClusterAdmin):
         from elasticsearch import TransportError, helpers
 
         report = IndexReport()
+        self._embedding = None  # the vectors written may change what the index holds
         server_embeds = self.settings.encoder.vectors is not VectorMode.CLIENT
         client = self.client.options(
             retry_on_status=TRANSPORT_RETRY_STATUSES, request_timeout=self.settings.connection.bulk_timeout
@@ -224,6 +226,90 @@ class ElasticsearchBackend(ClusterAdmin):
             )
         found = isinstance(resp, dict) and resp.get("found")
         return flt.with_versions(VersionSnapshot.from_doc(flt.tenant_id, resp.get("_source") if found else None))
+
+    def embedding_state(self, refresh: bool = False) -> EmbeddingState:
+        """Which ``embedding_version`` values the chunk index holds: one ``size: 0`` search with ``terms`` on
+        ``embedding_version`` and ``_index`` (:func:`es_rag.elasticsearch.aliases.embedding_versions_request`), read
+        once and cached; the pipeline reads it again when hits come from an index it has not checked (an alias
+        swapped to another generation). In vector mode ``inference`` the endpoint's ``model_id`` comes from the probe.
+
+        Args:
+            refresh: Read again.
+        """
+        state = self._embedding
+        if state is None or refresh:
+            resp = self.send(embedding_versions_request(self.settings))
+            versions, unversioned, indices = parse_embedding_versions(resp)
+            endpoint_model = None
+            inference_id = self.settings.encoder.inference_id
+            if self.settings.encoder.vectors is VectorMode.INFERENCE and inference_id:
+                info = self.probe().inference_endpoint_info.get(inference_id) or {}
+                endpoint_model = info.get("model_id") or None
+            state = EmbeddingState(versions, unversioned, indices or (self.settings.chunk_index,), endpoint_model)
+            self._embedding = state
+        return state
+
+    async def aembedding_state(self, refresh: bool = False) -> EmbeddingState:
+        """:meth:`embedding_state` on the ``AsyncElasticsearch`` client (the same request, the same cache).
+
+        Args:
+            refresh: Read again.
+        """
+        state = self._embedding
+        if state is None or refresh:
+            resp = await self.asend(embedding_versions_request(self.settings))
+            versions, unversioned, indices = parse_embedding_versions(resp)
+            endpoint_model = None
+            inference_id = self.settings.encoder.inference_id
+            if self.settings.encoder.vectors is VectorMode.INFERENCE and inference_id:
+                info = (await self.aprobe()).inference_endpoint_info.get(inference_id) or {}
+                endpoint_model = info.get("model_id") or None
+            state = EmbeddingState(versions, unversioned, indices or (self.settings.chunk_index,), endpoint_model)
+            self._embedding = state
+        return state
+
+    def doctor(self) -> dict[str, Any]:
+        """:meth:`ClusterAdmin.doctor` plus the ``index`` section (:meth:`index_report`)."""
+        report = super().doctor()
+        report["index"] = self.index_report()
+        return report
+
+    def index_report(self) -> dict[str, Any]:
+        """Which generation the names serve (blue-green, :mod:`es_rag.elasticsearch.aliases`) and whether its vectors
+        come from the configured query encoder (:func:`es_rag.backend.check_embedding`, the check every search runs;
+        the model is located, not loaded)."""
+        from es_rag.backend import check_embedding
+        from es_rag.elasticsearch.aliases import layout_request, legacy_refusal, parse_layout
+        from es_rag.encoders.embedder import resolve_model_path
+        from es_rag.errors import EmbeddingMismatch
+
+        out: dict[str, Any] = {}
+        try:
+            layout = parse_layout(self.send(layout_request(self.settings)), self.settings)
+            out["live_generation"] = layout.live_generation(self.settings) or "none: run es-rag setup"
+            out["generations"] = (["legacy"] if layout.legacy else []) + sorted(layout.generations)
+            out["layout"] = (
+                "concrete indices (before blue-green): the first es-rag reindex needs --migrate"
+                if legacy_refusal(self.settings, layout)
+                else "aliases (blue-green)"
+            )
+        except (ClusterError, ConfigError) as exc:
+            out["layout"] = f"unreadable: {exc}"
+        version = resolve_model_path(self.settings.encoder.model)[1]
+        try:
+            state = self.embedding_state(refresh=True)
+            out["embedding_versions"] = state.versions
+            out["unversioned_chunks"] = state.unversioned
+            warning = check_embedding(state, self.settings, version)
+            if self.settings.encoder.vectors is VectorMode.SEMANTIC_TEXT:
+                out["embedding_check"] = "not needed: semantic_text embeds documents and queries with one endpoint"
+            else:
+                out["embedding_check"] = f"warning: {warning}" if warning else f"ok: queries embedded by {version}"
+        except EmbeddingMismatch as exc:
+            out["embedding_check"] = f"MISMATCH: {exc}"
+        except ClusterError as exc:
+            out["embedding_check"] = f"not checked: {exc}"
+        return out
 
     def version_store(self) -> EsVersionStore:
         """Version switches and source deletes on this cluster (the registry index and ``_delete_by_query``)."""
@@ -347,6 +433,7 @@ class ElasticsearchBackend(ClusterAdmin):
                     es_rerank_fallback=None if es_rerank or inference_id is None else rerank_why,
                     diversified=div_spec,
                     mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_why,
+                    indices=_hit_indices([resp]),
                 )
         if inference_id is not None and es_rerank:  # native fusion refused: nothing left to wrap
             rerank_why = "client fusion path: no native retriever to wrap"
@@ -411,6 +498,7 @@ class ElasticsearchBackend(ClusterAdmin):
             licence_fallback=licence_fallback,
             es_rerank_fallback=rerank_why if inference_id is not None else None,
             mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_note,
+            indices=_hit_indices(responses),
         )
 
     @staticmethod
@@ -600,3 +688,18 @@ class ElasticsearchBackend(ClusterAdmin):
         """
         resp = self.send(count_request(flt, self.settings))
         return int(resp.get("count", 0))
+
+
+def _hit_indices(responses: Sequence[Any]) -> tuple[str, ...]:
+    """The concrete indices (``_index``) the hits of these search answers came from."""
+    return tuple(
+        sorted(
+            {
+                str(h["_index"])
+                for r in responses
+                if isinstance(r, dict)
+                for h in (r.get("hits") or {}).get("hits", [])
+                if "_index" in h
+            }
+        )
+    )

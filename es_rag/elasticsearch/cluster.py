@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from es_rag.backend import EmbeddingState
 from es_rag.elasticsearch.assets import setup_paths
 from es_rag.elasticsearch.probe import (
     ASSET_PRIVILEGE,
@@ -264,6 +265,7 @@ class ClusterClient:
         self.settings = settings
         self.url = url or client_url(client)
         self._caps: Capabilities | None = None
+        self._embedding: EmbeddingState | None = None
         self._probe_lock = threading.Lock()
         self._aprobing: asyncio.Task[Capabilities] | None = None
 
@@ -576,6 +578,7 @@ class ClusterClient:
                 "task_type": str(e.get("task_type", "unknown")),
                 "service": str(e.get("service", "unknown")),
                 "dimensions": str((e.get("service_settings") or {}).get("dimensions", "")),
+                "model_id": str((e.get("service_settings") or {}).get("model_id", "")),
             }
             for e in raw_endpoints
         }

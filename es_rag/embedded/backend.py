@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.backend import IndexReport, Retrieval, content_hash, validate_chunk_source
+from es_rag.backend import EmbeddingState, IndexReport, Retrieval, content_hash, validate_chunk_source
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.columns import FilterColumns, exact_mask
+from es_rag.embedded.generations import live_directory
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
@@ -103,7 +104,8 @@ class EmbeddedBackend:
     :class:`es_rag.client.RagClient` serialises them; across processes, :func:`write_lock`.
 
     Args:
-        directory: Where chunks, parents and vectors are persisted; None keeps everything in memory.
+        directory: Where chunks, parents and vectors are persisted; None keeps everything in memory. A folder with
+            blue-green generations (a ``CURRENT`` pointer) opens its live generation.
         dims: Vector dimension (checked against stored data and every write).
         bm25_k1: BM25 k1 (Lucene default 1.2).
         bm25_b: BM25 b (Lucene default 0.75).
@@ -133,7 +135,10 @@ class EmbeddedBackend:
     ) -> None:
         self.similarity = Similarity(similarity) if similarity is not None else Similarity.COSINE
         self._similarity_given = similarity is not None
-        self.directory = Path(directory) if directory is not None else None
+        self.root = Path(directory) if directory is not None else None
+        """The folder given; :attr:`directory` is the live generation's inside it
+        (:mod:`es_rag.embedded.generations`)."""
+        self.directory = live_directory(directory) if directory is not None else None
         self.dims = dims
         self.k1 = bm25_k1
         self.b = bm25_b
@@ -147,6 +152,7 @@ class EmbeddedBackend:
         # Version registry, tenant -> registry document (es_rag.versions.registry.RegistryState.to_doc()).
         self.versions: dict[str, dict[str, Any]] = {}
         self._dirty = True
+        self._embedding: EmbeddingState | None = None
         self._ids: list[str] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._columns = FilterColumns([])
@@ -189,6 +195,7 @@ class EmbeddedBackend:
         if registry.is_file():
             self.versions = json.loads(registry.read_text(encoding="utf-8"))
         self._dirty = True
+        self._embedding = None
 
     def flush(self) -> None:
         """Write the store to ``directory`` (atomic per file)."""
@@ -271,6 +278,7 @@ class EmbeddedBackend:
             self._parents[doc["chunk_id"]] = doc
             report.indexed += 1
         self._dirty = True
+        self._embedding = None
         return report
 
     def delete_source(
@@ -300,6 +308,7 @@ class EmbeddedBackend:
         for cid in pgone:
             del self._parents[cid]
         self._dirty = True
+        self._embedding = None
         return len(gone) + len(pgone)
 
     def lineage_counts(self, tenant_id: str, source_id: str) -> dict[str, int]:
@@ -394,6 +403,27 @@ class EmbeddedBackend:
         if flt.versions is not None:
             return flt
         return flt.with_versions(VersionSnapshot.from_doc(flt.tenant_id, self.versions.get(flt.tenant_id)))
+
+    def embedding_state(self, refresh: bool = False) -> EmbeddingState:
+        """Which ``embedding_version`` values the stored chunks carry (counted once after each write).
+
+        Args:
+            refresh: Count again.
+        """
+        state = self._embedding
+        if state is None or refresh:
+            versions: dict[str, int] = {}
+            unversioned = 0
+            for doc in self._children.values():
+                version = doc.get("embedding_version")
+                if version is None:
+                    unversioned += 1
+                else:
+                    versions[str(version)] = versions.get(str(version), 0) + 1
+            where = (str(self.directory),) if self.directory is not None else ()
+            state = EmbeddingState(versions, unversioned, where)
+            self._embedding = state
+        return state
 
     def version_store(self) -> EmbeddedVersionStore:
         """Version switches and source deletes on this store."""

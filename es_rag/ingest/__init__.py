@@ -377,6 +377,38 @@ def ingest_documents(
     return report
 
 
+def refuse_mixed_models(backend: SearchBackend, settings: Any, model_version: str) -> None:
+    """Refuse an ingest that would put vectors of another model into an index (searches then refuse the index as
+    mixed): the chunks of ``client`` vectors carry the model's version, those of the ``inference`` processor
+    ``inference:<inference_id>``; ``semantic_text`` is embedded by the field's own endpoint.
+
+    Args:
+        backend: The destination (its :meth:`~es_rag.backend.SearchBackend.embedding_state`, read once).
+        settings: The vector mode and inference endpoint.
+        model_version: The version of the model that embeds client-side.
+
+    Raises:
+        EmbeddingMismatch: The index holds vectors of another model.
+    """
+    from es_rag.backend import REINDEX_HINT
+    from es_rag.errors import EmbeddingMismatch
+    from es_rag.settings import VectorMode
+
+    mode = settings.encoder.vectors
+    if mode is VectorMode.SEMANTIC_TEXT:
+        return
+    writes = model_version if mode is VectorMode.CLIENT else f"inference:{settings.encoder.inference_id}"
+    state = backend.embedding_state()
+    others = sorted(set(state.versions) - {writes})
+    if others:
+        where = ", ".join(state.indices) or "the index"
+        raise EmbeddingMismatch(
+            f"ingest refused: {where} holds vectors of embedding_version {', '.join(others)}; this ingest would add "
+            f"vectors of {writes}, and kNN cannot compare vectors of two models. Ingest with the index's model "
+            f"(--embedding-model), or {REINDEX_HINT}"
+        )
+
+
 def ingest_sources(
     docs: Iterable[SourceDoc],
     *,
@@ -430,6 +462,7 @@ def ingest_sources(
         if on_cluster:
             backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
         model = embedder()
+        refuse_mixed_models(backend, settings, str(model.version))
         chunker = make_chunker(
             model.tokenizer(),
             max_tokens=min(settings.chunking.max_tokens, model.max_tokens),

@@ -247,15 +247,26 @@ class Settings:
         return out
 
     # Names derived from the prefix: one place, so templates, pipelines and queries agree.
+    def index_name(self, role: str) -> str:
+        """The name requests address for ``role`` (``chunks``, ``parents`` or ``versions``): ``<prefix>-<role>``
+        (an alias after the first blue-green swap, a concrete index before it), or with ``index_generation`` set
+        that generation's concrete index ``<prefix>-<role>-<generation>``.
+
+        Args:
+            role: ``chunks``, ``parents`` or ``versions``.
+        """
+        base = f"{self.index.prefix}-{role}"
+        return f"{base}-{self.index.generation}" if self.index.generation else base
+
     @property
     def chunk_index(self) -> str:
         """Index (or alias) holding child chunk documents."""
-        return f"{self.index.prefix}-chunks"
+        return self.index_name("chunks")
 
     @property
     def parent_index(self) -> str:
-        """Index holding parent (section) documents."""
-        return f"{self.index.prefix}-parents"
+        """Index (or alias) holding parent (section) documents."""
+        return self.index_name("parents")
 
     @property
     def pipeline_id(self) -> str:

@@ -19,6 +19,8 @@ BBQ_DEFAULT_OVERSAMPLE = 3.0
 (``DenseVectorFieldMapper.DEFAULT_OVERSAMPLE``); es_rag writes it explicitly so 9.0 and 8.18 rescore the same way."""
 
 PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,100}$")
+GENERATION_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+"""A blue-green generation: the suffix of ``<prefix>-chunks-<generation>`` (an index name part)."""
 RESERVED_PREFIXES = (
     "logs", "metrics", "traces", "synthetics", "profiling", "exemplars", "agentless", "ilm-history",
     "behavioral_analytics", "ai-index", "security_solution", "fleet-synced-integrations", "apm",

@@ -21,6 +21,7 @@ from es_rag.settings.base import (
     CHANNELS,
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_RERANKER_MODEL,
+    GENERATION_RE,
     PREFIX_RE,
     RESERVED_PREFIXES,
     Group,
@@ -56,6 +57,15 @@ class IndexSettings(Group):
 
     prefix: str = opt(
         "es-rag", flat="index_prefix", metavar="PREFIX", help="prefix of indices, templates, pipelines and aliases"
+    )
+    generation: str | None = opt(
+        None,
+        flat="index_generation",
+        metavar="GEN",
+        shown="unset: the aliases",
+        help="address one generation's concrete indices (<prefix>-chunks-GEN, -parents-GEN, -versions-GEN) "
+        "instead of the names searches use (Elasticsearch); es-rag reindex builds a new generation this way, and a "
+        "search with it evaluates one before the swap (embedded: --index-dir DIR/generations/GEN)",
     )
     analyzer: Analyzer = opt(
         Analyzer.STANDARD,
@@ -109,6 +119,13 @@ class IndexSettings(Group):
                 f"index_prefix: {self.prefix!r} would put es_rag's index templates (priority 500) over indices "
                 f"that Elasticsearch's built-in templates own ({root}-*); choose another prefix, e.g. "
                 f"rag-{self.prefix}"
+            )
+        if self.generation is not None and (
+            not isinstance(self.generation, str) or not GENERATION_RE.match(self.generation)
+        ):
+            raise ConfigError(
+                f"index_generation: {self.generation!r} is not a generation name "
+                "(lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters)"
             )
         self._enum("analyzer", Analyzer)
         self._enum("similarity", Similarity)

@@ -68,7 +68,7 @@ def registry_index(settings: Settings) -> str:
     Args:
         settings: Gives the index prefix.
     """
-    return f"{settings.index.prefix}-versions"
+    return settings.index_name("versions")
 
 
 @dataclass(frozen=True)

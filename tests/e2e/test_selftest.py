@@ -19,10 +19,19 @@ from tests.support.double.http import serve
 from tests.support.double.ingest import InferenceEndpoint
 
 E5 = ".multilingual-e5-small-elasticsearch"
+MINILM = "minilm-eland"
+"""An endpoint serving the client's query encoder (all-MiniLM-L6-v2, uploaded with eland): in vector mode inference
+the documents' and the queries' vectors then come from one model, which the embedding check requires."""
 
 
 def _cluster(**kw: Any) -> StrictCluster:
-    return StrictCluster(endpoints=[InferenceEndpoint(E5, dims=384)], **kw)
+    return StrictCluster(
+        endpoints=[
+            InferenceEndpoint(E5, dims=384),
+            InferenceEndpoint(MINILM, dims=384, model_id="sentence-transformers__all-minilm-l6-v2"),
+        ],
+        **kw,
+    )
 
 
 def _leftovers(cluster: StrictCluster) -> list[str]:
@@ -53,7 +62,7 @@ def _status(report: dict[str, Any]) -> dict[str, str]:
     [
         ("9.5.0", "trial", [], set()),
         ("9.5.0", "basic", [], {"native rrf retriever", "native linear retriever", "stored search template"}),
-        ("9.5.0", "trial", ["--inference-id", E5], set()),
+        ("9.5.0", "trial", ["--inference-id", MINILM], set()),
         ("9.5.0", "trial", ["--vector-mode", "semantic_text", "--inference-id", E5], {"stored search template"}),
         ("9.1.0", "trial", ["--vector-index-type", "int8_hnsw"], set()),
         ("8.18.0", "enterprise", ["--similarity", "dot_product"], set()),
@@ -72,6 +81,18 @@ def test_selftest_passes_on_a_strict_node(
         n for n, st in status.items() if st == "pass"
     }
     assert report["prefix"].startswith("es-rag-selftest-") and status["cleanup"] == "pass"
+    assert _leftovers(cluster) == []
+
+
+def test_selftest_refuses_an_inference_endpoint_of_another_model(run: Any) -> None:
+    """Issue 19 item 8: in vector mode inference Elasticsearch embeds the documents (here with multilingual-e5-small)
+    and the client the queries (all-MiniLM-L6-v2): selftest shows the mismatch, naming both, and cleans up."""
+    cluster = _cluster()
+    rc, report = run(cluster, "--inference-id", E5)
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert rc == 1 and failed
+    assert all("inference:" + E5 in c["detail"] and "all-MiniLM-L6-v2" in c["detail"] for c in failed)
+    assert "multilingual-e5-small" in failed[0]["detail"] and "es-rag reindex" in failed[0]["detail"]
     assert _leftovers(cluster) == []
 
 
@@ -144,9 +165,10 @@ def test_cleanup_refuses_a_product_prefix() -> None:
 
 
 def test_selftest_checks_the_configured_inference_endpoint(run: Any) -> None:
-    """The server-side embedding path (issue 20): the endpoint must exist and embed a probe into vector_dims."""
+    """The server-side embedding path (issue 20): the endpoint must exist and embed a probe into vector_dims (an
+    endpoint serving the query encoder's model, so the embedding check passes too)."""
     cluster = _cluster(version="9.5.0", license_type="trial")
-    rc, report = run(cluster, "--inference-id", E5)
+    rc, report = run(cluster, "--inference-id", MINILM)
     detail = {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
     assert rc == 0 and detail["inference endpoint"][0] == "pass"
     assert "embeds the probe into" in detail["inference endpoint"][1]

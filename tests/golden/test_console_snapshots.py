@@ -353,3 +353,35 @@ def test_explain_no_vector_output_is_executable_on_the_default_mapping(
         assert len(vector) == 8
         assert sum(x * x for x in vector) > 0.0, f"zero-magnitude query vector on a cosine field: {vector}"
         assert abs(sum(x * x for x in vector) - 1.0) < 1e-9, "dot_product fields need unit-length vectors"
+
+
+def test_blue_green_requests_match_their_snapshot() -> None:
+    """Issue 19 item 8: the requests of a blue-green reindex, Kibana-pasteable and reviewed as text: the new
+    generation's indices (the registry's body given), the embedding check's aggregation search, the swap (``remove``
+    with ``must_exist`` + ``add`` with ``is_write_index`` for the three names, one request), the first swap from
+    concrete indices (``remove_index`` + ``add``) and the cleanup DELETE. Built by the pure builders of
+    :mod:`es_rag.elasticsearch.aliases`; type-checked in ``tests/spec`` (``bluegreen[...]`` cases)."""
+    from es_rag.elasticsearch.aliases import (
+        Layout,
+        delete_generation_request,
+        embedding_versions_request,
+        layout_request,
+        swap_request,
+    )
+
+    settings = Settings(analyzer="standard")
+    old, new = "20261101t000000-0123abcd", "20261201t000000-4567cdef"
+    roles = ["chunks", "parents", "versions"]
+    aliased = Layout(live={r: f"es-rag-{r}-{old}" for r in roles}, generations={old: roles, new: roles})
+    legacy = Layout(live={r: f"es-rag-{r}" for r in roles}, legacy=list(roles), generations={new: roles})
+    reqs = [
+        layout_request(settings),
+        *index_creation_requests(settings.replace(index_generation=new)),
+        embedding_versions_request(settings),
+        swap_request(settings, legacy, new, migrate=True),
+        swap_request(settings, aliased, new),
+        delete_generation_request(settings, old),
+    ]
+    text = render(reqs, "console")
+    check_snapshot("reindex_bluegreen.console.txt", text)
+    assert parse_console(text) == json.loads(render(reqs, "json"))

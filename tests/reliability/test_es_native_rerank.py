@@ -69,8 +69,13 @@ def _pipe(backend: Any, settings: Settings = S, reranker: Any = None) -> RagPipe
     )
 
 
+def _searches(node: Any) -> list[Any]:
+    """The retrieval searches sent (not the size-0 aggregation that reads the index's embedding versions)."""
+    return [r for r in node.calls("POST", ".*/_search") if "retriever" in (r.body or {})]
+
+
 def _retrievers(node: Any) -> list[str]:
-    return [next(iter(r.body["retriever"])) for r in node.calls("POST", ".*/_search") if "retriever" in (r.body or {})]
+    return [next(iter(r.body["retriever"])) for r in _searches(node)]
 
 
 def _flat(settings: Settings) -> dict[str, Any]:
@@ -105,7 +110,7 @@ def test_trial_licence_reranks_in_elasticsearch_and_skips_the_local_cross_encode
         assert len(result.candidates) <= S.rerank.k
     assert local.calls == 0  # the local cross-encoder never ran
     assert _retrievers(node) == ["text_similarity_reranker"] * len(QUERIES)
-    sent = node.calls("POST", ".*/_search")[0].body["retriever"]["text_similarity_reranker"]
+    sent = _searches(node)[0].body["retriever"]["text_similarity_reranker"]
     assert (sent["inference_id"], sent["field"], sent["rank_window_size"]) == (RERANK_ID, "text", S.rerank.k)
     assert next(iter(sent["retriever"])) == "rrf"
 
@@ -227,7 +232,7 @@ def test_native_mmr_on_9_3_wraps_the_reranked_retriever_and_keeps_its_order() ->
     result = _pipe(backend, MMR).search("sync error", FLT)
     check_no_leak(result, corpus, "acme", ("support",))
     assert result.trace.paths["select"].startswith("Elasticsearch diversify (mmr, lambda=0.5, size=3 of 6)")
-    (sent,) = node.calls("POST", ".*/_search")
+    (sent,) = _searches(node)
     div = sent.body["retriever"]["diversify"]
     assert (div["type"], div["field"], div["lambda"], div["size"], div["rank_window_size"]) == (
         "mmr",

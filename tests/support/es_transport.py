@@ -43,6 +43,7 @@ from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import Elasticsearch
 
+from es_rag.elasticsearch.aliases import embedding_versions_request, layout_request
 from es_rag.elasticsearch.assets import (
     ASSET_VERSION,
     SCRIPT_VERSION_RE,
@@ -705,6 +706,23 @@ def cluster_routes(
         ("GET", "_index_template"): (200, {"index_templates": []}),
         ("POST", "_security/user/_has_privileges"): has_privileges_answer("elastic", granted=True),
     }
+    # the index section of doctor: the layout setup creates (concrete indices) and an empty chunk index
+    table[("GET", re.escape(layout_request(settings).path))] = (
+        200,
+        {f"{settings.index.prefix}-{role}": {"aliases": {}} for role in ("chunks", "parents", "versions")},
+    )
+    table[("POST", re.escape(embedding_versions_request(settings).path))] = (
+        200,
+        {
+            "took": 1,
+            "hits": {"total": {"value": 0, "relation": "eq"}, "hits": []},
+            "aggregations": {
+                "versions": {"buckets": []},
+                "unversioned": {"doc_count": 0},
+                "indices": {"buckets": []},
+            },
+        },
+    )
     for path in obsolete_asset_paths(settings):
         table[("GET", re.escape(path))] = (404, component_template_missing(path.rsplit("/", 1)[-1]))
     table.update(installed_asset_routes(settings, version=asset_version, missing=missing_assets, plugins=plugins))

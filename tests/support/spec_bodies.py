@@ -630,9 +630,45 @@ def lineage_bodies() -> list[BodyCase]:
     return [BodyCase(_case(f"lineage[default] {name}", req), "lineage", settings) for name, req in reqs]
 
 
+GENERATION = "20261201t000000-0123abcd"
+
+
+def bluegreen_bodies() -> list[BodyCase]:
+    """Blue-green reindex (:mod:`es_rag.elasticsearch.aliases`): a generation's index creation (the registry with its
+    body given), the embedding check's aggregation search, the ``_aliases`` swap from aliases and the migration swap
+    from concrete indices (``remove_index``), and the layout GET / generation DELETE (bodyless)."""
+    from es_rag.elasticsearch.aliases import (
+        Layout,
+        delete_generation_request,
+        embedding_versions_request,
+        layout_request,
+        swap_request,
+    )
+
+    settings = Settings()
+    gen = settings.replace(index_generation=GENERATION)
+    full = ["chunks", "parents", "versions"]
+    aliased = Layout(
+        live={r: f"es-rag-{r}-20261101t000000-0123abcd" for r in full},
+        generations={GENERATION: full, "20261101t000000-0123abcd": full},
+    )
+    legacy = Layout(live={r: f"es-rag-{r}" for r in full}, legacy=list(full), generations={GENERATION: full})
+    reqs = [
+        *[(f"create generation index {r.path}", r) for r in index_creation_requests(gen)],
+        ("embedding versions (live names)", embedding_versions_request(settings)),
+        ("embedding versions (generation)", embedding_versions_request(gen)),
+        ("swap", swap_request(settings, aliased, GENERATION)),
+        ("swap migrate", swap_request(settings, legacy, GENERATION, migrate=True)),
+        ("layout", layout_request(settings)),
+        ("delete generation", delete_generation_request(settings, GENERATION)),
+    ]
+    return [BodyCase(_case(f"bluegreen[default] {name}", req), "bluegreen", gen) for name, req in reqs]
+
+
 def all_bodies() -> list[BodyCase]:
     """Every body case with its context (see :class:`BodyCase`)."""
     return [
+        *bluegreen_bodies(),
         *setup_bodies(),
         *search_bodies(),
         *channel_bodies(),

@@ -137,7 +137,11 @@ def test_eval_on_a_cluster_writes_the_corpus_and_scores_like_the_embedded_mirror
     # every search is client-side (one _msearch per query, no native rrf) and carries the tenant; the version
     # gate is read once per query (a registry GET before each _msearch) and inlined (nothing hidden here: omitted)
     searches = [r for r in node.requests if r.path.endswith("_msearch")]
-    assert len(searches) == result["queries"] and not any(r.path.endswith("/_search") for r in node.requests)
+    # the only _search is the embedding check's aggregation (es_rag.backend.check_embedding), before the first query
+    # -- once, not once per query
+    checks = [r for r in node.requests if r.path.endswith("/_search")]
+    assert len(searches) == result["queries"] and len(checks) == 1
+    assert all(r.body["size"] == 0 and "embedding_version" in json.dumps(r.body["aggs"]) for r in checks)
     body = json.dumps(searches[0].body)
     assert '"tenant_id": "eval"' in body and "version_key" not in body
     gate_reads = [i for i, line in enumerate(lines) if line == f"GET /es-rag-eval-versions/_doc/{EVAL_TENANT}"]

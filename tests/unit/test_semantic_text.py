@@ -393,6 +393,7 @@ def test_doctor_in_client_mode_lists_semantic_candidates() -> None:
         "task_type": "text_embedding",
         "service": "elasticsearch",
         "dimensions": "",
+        "model_id": ".multilingual-e5-small",  # read for the embedding check of vector_mode inference
     }
     assert semantic_text_support(caps, E5)["usable"] is True
 

@@ -13,6 +13,7 @@ from es_rag.cli.commands import (
     eval,
     explain,
     ingest,
+    reindex,
     search,
     selftest,
     setup,
@@ -31,6 +32,7 @@ COMMANDS: dict[str, ModuleType] = {
     "chunk": chunk,
     "sources": sources,
     "delete-source": delete_source,
+    "reindex": reindex,
     "eval": eval,
     "train-reranker": train_reranker,
 }

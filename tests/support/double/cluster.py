@@ -65,6 +65,10 @@ from tests.support.double.search import IndexView, Searcher, compliance
 TEMPLATE_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataIndexTemplateService.java"
 CREATE_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataCreateIndexService.java"
 BULK_SRC = "server/src/main/java/org/elasticsearch/action/bulk/TransportShardBulkAction.java"
+ALIASES_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataIndexAliasesService.java"
+ALIAS_VALIDATOR_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/AliasValidator.java"
+RESOLVER_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/IndexNameExpressionResolver.java"
+ALIAS_ACTIONS_SRC = "server/src/main/java/org/elasticsearch/action/admin/indices/alias/IndicesAliasesRequest.java"
 SECURITY_SRC = (
     "x-pack/plugin/security/src/main/java/org/elasticsearch/xpack/security/authz/AuthorizationDenialMessages.java"
 )
@@ -273,6 +277,8 @@ class StrictCluster:
         self.pipelines: dict[str, Pipeline] = {}
         self.scripts: dict[str, dict[str, Any]] = {}
         self.indices: dict[str, IndexState] = {}
+        self.aliases: dict[str, dict[str, dict[str, Any]]] = {}
+        """alias -> index -> alias properties (``is_write_index`` when set)."""
         self.tasks: dict[str, dict[str, Any]] = {}
         self._seq = itertools.count(0)
         self._task_ids = itertools.count(1)
@@ -295,8 +301,8 @@ class StrictCluster:
         return bool(self.users or self.api_keys)
 
     def docs(self, index: str) -> dict[str, dict[str, Any]]:
-        """The realtime documents of ``index`` (id -> source)."""
-        return {k: d.source for k, d in self.indices[index].docs.items()}
+        """The realtime documents of ``index`` (id -> source); an alias is read through its one index."""
+        return {k: d.source for k, d in self.indices[self._single(index)].docs.items()}
 
     def refresh_all(self) -> None:
         """Refresh every index."""
@@ -452,6 +458,10 @@ class StrictCluster:
             return self._search("*", body, p, params)
         if head == "_refresh":
             return self._refresh(list(self.indices), p)
+        if head == "_aliases" and len(parts) == 1 and method == "POST":
+            return self._update_aliases(body, p)
+        if head == "_alias" and len(parts) == 2 and method in ("GET", "HEAD"):
+            return self._get_aliases("*", p, names=parts[1], head=method == "HEAD")
         if head.startswith("_"):
             raise _no_handler(method, path)
         # index-level
@@ -477,6 +487,8 @@ class StrictCluster:
         if op in ("_doc", "_create") and len(rest) <= 2:
             doc_id = rest[1] if len(rest) == 2 else None
             return self._doc_api(method, names, doc_id, params, body, p, create=op == "_create")
+        if op == "_alias" and len(rest) <= 2 and method in ("GET", "HEAD"):
+            return self._get_aliases(names, p, names=rest[1] if len(rest) == 2 else None, head=method == "HEAD")
         if op == "_mapping" and method == "GET":
             self._require_index(p, "indices:admin/get", self._resolve(names))
             return 200, {n: {"mappings": self.indices[n].mapping.to_dict()} for n in self._resolve(names)}
@@ -914,22 +926,266 @@ class StrictCluster:
 
     # -- indices -------------------------------------------------------------------------------------------------
     def _resolve(self, names: str, *, allow_missing: bool = False) -> list[str]:
+        """Concrete indices of an expression: names, aliases (every index behind them) and wildcards, which match
+        index and alias names alike (``IndexNameExpressionResolver`` with the default ``IndicesOptions``)."""
         out: list[str] = []
         for name in names.split(","):
             if "*" in name:
-                out.extend(sorted(n for n in self.indices if glob_match(name, n)))
+                found = {n for n in self.indices if glob_match(name, n)}
+                for alias, members in self.aliases.items():
+                    if glob_match(name, alias):
+                        found.update(members)
+                out.extend(n for n in sorted(found) if n not in out)
             elif name in self.indices:
                 out.append(name)
+            elif name in self.aliases:
+                out.extend(n for n in sorted(self.aliases[name]) if n not in out)
             elif not allow_missing:
                 raise _index_missing(name)
         return out
+
+    def _single(self, name: str) -> str:
+        """The one index a single-index request (GET or DELETE of a document) reaches through ``name``: the index, or
+        the one index behind an alias (``IndexNameExpressionResolver.concreteSingleIndex``)."""
+        if name in self.aliases:
+            members = sorted(self.aliases[name])
+            if len(members) != 1:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"alias [{name}] has more than one index associated with it [{', '.join(members)}], can't execute "
+                    "a single index op",
+                    source=RESOLVER_SRC,
+                )
+            return members[0]
+        return name
+
+    def _write_index(self, name: str) -> str:
+        """The index a write through ``name`` lands in: the index itself, or the alias's write index: the one with
+        ``is_write_index: true``, else its only index unless that says ``false`` (``IndexAbstraction.Alias``,
+        ``IndexNameExpressionResolver``: "no write index is defined for alias")."""
+        if name not in self.aliases:
+            return name
+        members = self.aliases[name]
+        flagged = [n for n, props in members.items() if props.get("is_write_index") is True]
+        if flagged:
+            return flagged[0]
+        if len(members) == 1:
+            ((only, props),) = members.items()
+            if props.get("is_write_index") is not False:
+                return only
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"no write index is defined for alias [{name}]. The write index may be explicitly disabled using "
+            "is_write_index=false or the alias points to multiple indices without one being designated as a write "
+            "index",
+            source=RESOLVER_SRC,
+        )
+
+    # -- aliases -------------------------------------------------------------------------------------------------
+    def _get_aliases(
+        self, indices: str, p: Principal | None, *, names: str | None = None, head: bool = False
+    ) -> Response:
+        """``GET <indices>/_alias``: every index the expression reaches with its aliases (``{}`` when none);
+        ``GET|HEAD [<indices>/]_alias/<names>``: only the indices holding one of those aliases, 404 when none
+        (``RestGetAliasesAction``: ``alias [x] missing``)."""
+        resolved = self._resolve(indices, allow_missing=indices == "*")
+        self._require_index(p, "indices:admin/aliases/get", resolved)
+        wanted = None if names is None else [n for n in names.split(",") if n]
+        out: dict[str, Any] = {}
+        for n in resolved:
+            mine = {
+                a: dict(members[n])
+                for a, members in sorted(self.aliases.items())
+                if n in members and (wanted is None or any(glob_match(w, a) for w in wanted))
+            }
+            if mine or wanted is None:
+                out[n] = {"aliases": mine}
+        if wanted is not None:
+            found = {a for entry in out.values() for a in entry["aliases"]}
+            missing = [w for w in wanted if "*" not in w and w not in found]
+            if head:
+                return (200 if found and not missing else 404), None
+            if missing:
+                shown = ",".join(missing)
+                return 404, {
+                    "error": f"alias{'es' if len(missing) > 1 else ''} [{shown}] missing",
+                    "status": 404,
+                    **out,
+                }
+        return 200, out
+
+    def _update_aliases(self, body: Any, p: Principal | None) -> Response:
+        """``POST _aliases``: every action applied at once or none (``MetadataIndexAliasesService.applyAliasActions``
+        builds one new cluster state: ``remove_index`` deletions first, then the alias actions in order).
+
+        Refused as Elasticsearch refuses them, and then nothing is applied:
+        - an action other than ``add``, ``remove``, ``remove_index``, or a field the double does not model
+          (``filter``, routing): a double limit;
+        - ``must_exist`` on ``add`` or ``remove_index`` (``indices.update_aliases/40_must_exist.yml``, "Alias
+          must_exist only on remove": bad_request);
+        - a missing index (``index_not_found_exception``);
+        - ``remove_index`` of an alias (``IndexNameExpressionResolver``: "matches an alias, specify the corresponding
+          concrete indices instead");
+        - an alias named like an existing index (``AliasValidator``: "an index or data stream exists with the same name
+          as the alias"); ``remove_index`` in the same request frees the name
+          (``indices.update_aliases/30_remove_index_and_replace_with_alias.yml``);
+        - ``remove`` of an alias that is not there with ``must_exist: true``: 404 ``aliases_not_found_exception``, the
+          whole request fails (``40_must_exist.yml``, "Remove alias with must_exist"); without it (8.14+) the
+          action fails alone, reported in ``action_results`` with ``errors: true``, and the others are applied
+          ("Partial success with must_exist == null");
+        - two write indices for one alias (``IndexAbstraction.Alias``: "has more than one write index").
+        """
+        if not isinstance(body, Mapping) or not isinstance(body.get("actions"), list):
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: Must specify at least one alias action;",
+                source=ALIAS_ACTIONS_SRC,
+            )
+        unknown_top = sorted(set(body) - {"actions"})
+        if unknown_top:
+            raise parse_error("aliases", unknown_top[0], source=ALIAS_ACTIONS_SRC)
+        if not body["actions"]:
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: Must specify at least one alias action;",
+                source=ALIAS_ACTIONS_SRC,
+            )
+        allowed = {
+            "add": {"index", "indices", "alias", "aliases", "is_write_index", "is_hidden"},
+            "remove": {"index", "indices", "alias", "aliases", "must_exist"},
+            "remove_index": {"index", "indices"},
+        }
+        parsed: list[tuple[str, list[str], list[str], dict[str, Any]]] = []
+        for action in body["actions"]:
+            if not isinstance(action, Mapping) or len(action) != 1:
+                raise EsError(400, "x_content_parse_exception", "[aliases] failed to parse field [actions]",
+                              source=ALIAS_ACTIONS_SRC)  # fmt: skip
+            ((kind, spec),) = action.items()
+            if kind not in allowed:
+                raise DoubleLimit(f"alias action [{kind}]")
+            spec = dict(spec or {})
+            if "must_exist" in spec and kind != "remove":
+                raise EsError(
+                    400,
+                    "x_content_parse_exception",
+                    f"[{kind}] unknown field [must_exist]",
+                    source=ALIAS_ACTIONS_SRC,
+                )
+            extra = sorted(set(spec) - allowed[kind])
+            if extra:
+                raise DoubleLimit(f"alias action [{kind}] field [{extra[0]}]")
+            indices = [spec["index"]] if "index" in spec else list(spec.get("indices") or [])
+            aliases = [spec["alias"]] if "alias" in spec else list(spec.get("aliases") or [])
+            if isinstance(spec.get("aliases"), str):
+                aliases = [spec["aliases"]]
+            if not indices:
+                raise EsError(
+                    400,
+                    "action_request_validation_exception",
+                    f"Validation Failed: 1: One of [index/indices] is required for [{kind}];",
+                    source=ALIAS_ACTIONS_SRC,
+                )
+            if kind != "remove_index" and not aliases:
+                raise EsError(
+                    400,
+                    "action_request_validation_exception",
+                    f"Validation Failed: 1: One of [alias/aliases] is required for [{kind}];",
+                    source=ALIAS_ACTIONS_SRC,
+                )
+            if any("*" in str(i) for i in indices) or any("*" in str(a) for a in aliases):
+                raise DoubleLimit("wildcards in alias actions")
+            parsed.append((kind, [str(i) for i in indices], [str(a) for a in aliases], spec))
+        for kind, indices, _, _ in parsed:
+            for index in indices:
+                if kind == "remove_index" and index in self.aliases:
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"The provided expression [{index}] matches an alias, specify the corresponding concrete "
+                        "indices instead.",
+                        source=RESOLVER_SRC,
+                    )
+                if index not in self.indices:
+                    raise _index_missing(index)
+        self._require_index(p, "indices:admin/aliases", [i for _, ix, _, _ in parsed for i in ix])
+        deleted = {i for kind, ix, _, _ in parsed if kind == "remove_index" for i in ix}
+        remaining = {n for n in self.indices if n not in deleted}
+        aliases = {a: {i: dict(props) for i, props in m.items() if i not in deleted} for a, m in self.aliases.items()}
+        results: list[dict[str, Any]] = []
+        errors = False
+        for kind, indices, names, spec in parsed:
+            described = {"type": kind, "indices": list(indices), **({"aliases": list(names)} if names else {})}
+            if kind == "remove_index":
+                results.append({"action": described, "status": 200})
+                continue
+            if kind == "add":
+                for name in names:
+                    if name in remaining:
+                        raise EsError(
+                            400,
+                            "invalid_alias_name_exception",
+                            f"Invalid alias name [{name}]: an index or data stream exists with the same name as the "
+                            "alias",
+                            source=ALIAS_VALIDATOR_SRC,
+                        )
+                    if name != name.lower() or name.startswith(("_", "-", "+")):
+                        raise EsError(400, "invalid_alias_name_exception", f"Invalid alias name [{name}]",
+                                      source=ALIAS_VALIDATOR_SRC)  # fmt: skip
+                    for index in indices:
+                        props = {"is_write_index": spec["is_write_index"]} if "is_write_index" in spec else {}
+                        aliases.setdefault(name, {})[index] = props
+                results.append({"action": described, "status": 200})
+                continue
+            missing = [n for n in names if not any(n in aliases and i in aliases[n] for i in indices)]
+            if missing:
+                if spec.get("must_exist") is True:
+                    raise EsError(
+                        404,
+                        "aliases_not_found_exception",
+                        f"aliases [{','.join(missing)}] missing",
+                        source=ALIASES_SRC,
+                        **{"resource.type": "aliases", "resource.id": ",".join(missing)},
+                    )
+                errors = True
+                err = EsError(404, "aliases_not_found_exception", f"aliases [{','.join(missing)}] missing",
+                              source=ALIASES_SRC)  # fmt: skip
+                results.append({"action": described, "status": 404, "error": err.error_object()})
+                continue
+            for name in names:
+                for index in indices:
+                    aliases.get(name, {}).pop(index, None)
+                if not aliases.get(name):
+                    aliases.pop(name, None)
+            results.append({"action": described, "status": 200})
+        aliases = {a: m for a, m in aliases.items() if m}
+        for name, members in aliases.items():
+            writers = sorted(i for i, props in members.items() if props.get("is_write_index") is True)
+            if len(writers) > 1:
+                raise EsError(
+                    400,
+                    "illegal_state_exception",
+                    f"alias [{name}] has more than one write index [{','.join(writers)}]",
+                    source="server/src/main/java/org/elasticsearch/cluster/metadata/IndexAbstraction.java",
+                )
+        for index in deleted:
+            del self.indices[index]
+        self.aliases = aliases
+        self._notify("aliases")
+        out: dict[str, Any] = {"acknowledged": True, "errors": errors}
+        if errors:
+            out["action_results"] = results
+        return 200, out
 
     def _index_api(
         self, method: str, name: str, params: dict[str, list[str]], body: Any, p: Principal | None
     ) -> Response:
         if method == "HEAD":
             self._require_index(p, "indices:admin/get", [name])
-            return (200 if name in self.indices else 404), None
+            return (200 if name in self.indices or name in self.aliases else 404), None
         if method == "PUT":
             self._require_index(p, "indices:admin/create", [name])
             if name in self.indices:
@@ -943,17 +1199,29 @@ class StrictCluster:
             self.create_index(name, body or {})
             return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
         if method == "DELETE":
+            for part in name.split(","):
+                if part in self.aliases:  # MetadataDeleteIndexService resolves names without aliases
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"The provided expression [{part}] matches an alias, specify the corresponding concrete "
+                        "indices instead.",
+                        source=RESOLVER_SRC,
+                    )
             names = self._resolve(name)
             self._require_index(p, "indices:admin/delete", names)
             for n in names:
                 del self.indices[n]
+                for members in self.aliases.values():
+                    members.pop(n, None)
+            self.aliases = {a: m for a, m in self.aliases.items() if m}
             return 200, {"acknowledged": True}
         if method == "GET":
             names = self._resolve(name)
             self._require_index(p, "indices:admin/get", names)
             return 200, {
                 n: {
-                    "aliases": {},
+                    "aliases": {a: dict(m[n]) for a, m in sorted(self.aliases.items()) if n in m},
                     "mappings": self.indices[n].mapping.to_dict(),
                     "settings": _nest(self.indices[n].settings),
                 }
@@ -963,6 +1231,14 @@ class StrictCluster:
 
     def create_index(self, name: str, request: Mapping[str, Any]) -> IndexState:
         """Create ``name`` from the highest-priority matching index template plus the request body."""
+        if name in self.aliases:  # MetadataCreateIndexService.validateIndexOrAliasName
+            raise EsError(
+                400,
+                "invalid_index_name_exception",
+                f"Invalid index name [{name}], already exists as alias",
+                source=CREATE_SRC,
+                index=name,
+            )
         if name != name.lower() or name.startswith(("_", "-", "+")) or any(c in name for c in ' "*\\<|,>/?#:'):
             raise EsError(
                 400, "invalid_index_name_exception", f"Invalid index name [{name}]", source=CREATE_SRC, index=name
@@ -1014,6 +1290,7 @@ class StrictCluster:
         """Index one document; returns the bulk item body (status, result or error)."""
         action = "indices:data/write/index:op_type/create" if op_type == "create" else "indices:data/write/index"
         try:
+            index = self._write_index(index)
             self._require_index(p, action, [index])
             if not isinstance(source, Mapping):
                 raise EsError(
@@ -1116,8 +1393,8 @@ class StrictCluster:
                 if_primary_term=int(term) if term is not None else None,
                 p=p,
             )
-            if _param(params, "refresh") in ("true", "wait_for", ""):
-                self.indices[index].refresh()
+            if _param(params, "refresh") in ("true", "wait_for", "") and item.get("_index") in self.indices:
+                self.indices[item["_index"]].refresh()
             self._notify("doc")
             if "error" in item:
                 return item["status"], {
@@ -1126,6 +1403,7 @@ class StrictCluster:
                 }
             return item.pop("status"), item
         if method in ("GET", "HEAD"):
+            index = self._single(index)
             self._require_index(p, "indices:data/read/get", [index])
             if index not in self.indices:
                 raise _index_missing(index)
@@ -1153,6 +1431,7 @@ class StrictCluster:
                 "_source": src,
             }
         if method == "DELETE":
+            index = self._write_index(index)
             self._require_index(p, "indices:data/write/delete", [index])
             state = self.indices.get(index)
             if state is None or state.docs.pop(str(doc_id), None) is None:
@@ -1205,6 +1484,7 @@ class StrictCluster:
                 continue
             if op == "delete":
                 try:
+                    index = self._write_index(index)
                     self._require_index(p, "indices:data/write/delete", [index])
                     state = self.indices.get(index)
                     gone = state is not None and state.docs.pop(str(doc_id), None) is not None
@@ -1231,7 +1511,7 @@ class StrictCluster:
                 op_type="create" if op == "create" else "index",
                 p=p,
             )
-            touched.add(index)
+            touched.add(str(item.get("_index", index)))
             items.append({op: item})
         if _param(params, "refresh") in ("true", "wait_for", ""):
             for n in touched:
@@ -1276,6 +1556,7 @@ class StrictCluster:
         for hook in list(self.before_lookup):
             hook(index, doc_id)
         self.lookups += 1
+        index = self._single(index)
         if index not in self.indices:
             raise _index_missing(index)
         stored = self.indices[index].docs.get(str(doc_id))

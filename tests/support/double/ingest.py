@@ -398,6 +398,8 @@ class InferenceEndpoint:
         task_type: ``text_embedding`` or ``sparse_embedding``.
         service: ``elasticsearch`` (ML node) or ``elastic`` (EIS).
         similarity: ``service_settings.similarity``.
+        model_id: ``service_settings.model_id`` (default: the id without its leading dot, as the preconfigured
+            ``.multilingual-e5-small-elasticsearch`` reports ``.multilingual-e5-small``-like names).
     """
 
     inference_id: str
@@ -405,6 +407,7 @@ class InferenceEndpoint:
     task_type: str = "text_embedding"
     service: str = "elasticsearch"
     similarity: str = "cosine"
+    model_id: str | None = None
     calls: list[str] = field(default_factory=list)
 
     def embed(self, text: str) -> list[float]:
@@ -430,7 +433,7 @@ class InferenceEndpoint:
 
     def to_dict(self) -> dict[str, Any]:
         """``GET _inference/_all`` entry."""
-        settings: dict[str, Any] = {"model_id": self.inference_id.strip("."), "num_threads": 1}
+        settings: dict[str, Any] = {"model_id": self.model_id or self.inference_id.strip("."), "num_threads": 1}
         if self.task_type == "text_embedding":
             settings.update({"dimensions": self.dims, "similarity": self.similarity})
         return {

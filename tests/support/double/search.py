@@ -396,8 +396,11 @@ class Searcher:
         out: dict[str, Any] = {}
         for name, spec in aggs.items():
             kinds = list(spec) if isinstance(spec, Mapping) else []
+            if kinds in (["terms"], ["missing"]):
+                out[name] = self._field_aggregation(kinds[0], spec[kinds[0]], matched)
+                continue
             if kinds != ["composite"]:
-                raise DoubleLimit(f"aggregation {kinds} (only composite)")
+                raise DoubleLimit(f"aggregation {kinds} (only composite, terms, missing)")
             comp = spec["composite"]
             unknown = sorted(set(comp) - {"size", "sources", "after"})
             if unknown:
@@ -454,6 +457,42 @@ class Searcher:
                 result["after_key"] = dict(zip(names, page[-1], strict=True))
             out[name] = result
         return out
+
+    def _field_aggregation(self, kind: str, spec: Any, matched: list[tuple[IndexView, str]]) -> dict[str, Any]:
+        """``terms`` on a keyword field or ``_index`` (``TermsAggregationBuilder``: buckets by ``doc_count``
+        descending, then key ascending, ``size`` default 10, one count per value of a multi-valued field) and
+        ``missing`` (``MissingAggregationBuilder``: documents without a value). Other parameters are a double
+        limit."""
+        if not isinstance(spec, Mapping) or "field" not in spec:
+            raise EsError(400, "illegal_argument_exception", "Required one of fields [field, script], but none "
+                          "were specified.", source=SEARCH_SRC)  # fmt: skip
+        extra = sorted(set(spec) - ({"field", "size"} if kind == "terms" else {"field"}))
+        if extra:
+            raise DoubleLimit(f"{kind} aggregation parameter [{extra[0]}]")
+        fld = str(spec["field"])
+        if fld != "_index":
+            for view in self.views:
+                fspec = view.fields.get(fld)
+                if fspec is not None and fspec.type != "keyword":
+                    raise DoubleLimit(f"{kind} aggregation over a [{fspec.type}] field")
+        counts: dict[str, int] = {}
+        without = 0
+        for view, doc_id in matched:
+            value = view.name if fld == "_index" else view.docs[doc_id].get(fld)
+            values = value if isinstance(value, list) else ([] if value is None else [value])
+            if not values:
+                without += 1
+            for v in dict.fromkeys(str(x) for x in values):
+                counts[v] = counts.get(v, 0) + 1
+        if kind == "missing":
+            return {"doc_count": without}
+        keys = sorted(counts, key=lambda k: (-counts[k], k.encode("utf-8")))
+        size = int(spec.get("size", 10))
+        return {
+            "doc_count_error_upper_bound": 0,
+            "sum_other_doc_count": sum(counts[k] for k in keys[size:]),
+            "buckets": [{"key": k, "doc_count": counts[k]} for k in keys[:size]],
+        }
 
     def count(self, body: Mapping[str, Any]) -> int:
         """``_count``: the documents the query matches."""
