@@ -1,0 +1,122 @@
+"""Fitting a reranker's calibration (``es_rag.cross_encoder.calibration``): Platt scaling, Brier, ECE and the
+no-answer threshold, on hand-built cases whose answers are worked out in the comments."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from es_rag.cross_encoder.calibration import (
+    CRITERION,
+    ScoredQuery,
+    brier,
+    choose_threshold,
+    ece,
+    fit_calibration,
+    no_answer_accuracy,
+    platt,
+)
+from es_rag.cross_encoder.model import CALIBRATION_FILE, load_calibration
+from es_rag.errors import InputError
+
+# 3 relevant and 3 non-relevant pairs: Platt's targets are 4/5 and 1/5. With two distinct scores the fit reproduces
+# each score's mean target: at x=+1 (2 relevant, 1 not) (0.8 + 0.8 + 0.2) / 3 = 0.6, at x=-1 0.4. So
+# a * 1 + c = logit(0.6) = ln 1.5 and -a + c = ln(2/3) = -ln 1.5: a = ln 1.5, c = 0, temperature = 1 / ln 1.5.
+SYMMETRIC_RAW = [1.0, 1.0, 1.0, -1.0, -1.0, -1.0]
+SYMMETRIC_REL = [True, True, False, True, False, False]
+T_SYMMETRIC = 2.4663034623764317  # 1 / ln(1.5)
+
+
+def test_platt_two_scores_reproduces_the_smoothed_rates() -> None:
+    temperature, bias = platt(SYMMETRIC_RAW, SYMMETRIC_REL)
+    assert temperature == pytest.approx(T_SYMMETRIC, rel=1e-5)
+    assert bias == pytest.approx(0.0, abs=1e-5)
+
+
+def test_platt_shifted_scores_move_the_bias_only() -> None:
+    temperature, bias = platt([x + 2.0 for x in SYMMETRIC_RAW], SYMMETRIC_REL)
+    assert temperature == pytest.approx(T_SYMMETRIC, rel=1e-5)
+    assert bias == pytest.approx(2.0, abs=1e-5)
+
+
+def test_platt_large_logits_do_not_overflow() -> None:
+    temperature, bias = platt([x * 400.0 for x in SYMMETRIC_RAW], SYMMETRIC_REL)
+    assert temperature == pytest.approx(400.0 * T_SYMMETRIC, rel=1e-4)
+    assert bias == pytest.approx(0.0, abs=1e-2)
+
+
+def test_platt_refuses_one_class_and_a_reversed_model() -> None:
+    with pytest.raises(InputError, match="labels.*3 and 0"):
+        platt([1.0, 2.0, 3.0], [True, True, True])
+    with pytest.raises(InputError, match=r"scores.*slope"):
+        platt([-x for x in SYMMETRIC_RAW], SYMMETRIC_REL)
+
+
+def test_brier_and_ece_by_hand() -> None:
+    p, y = [0.05, 0.15, 0.95, 0.85], [False, False, True, True]
+    # squared errors 0.0025, 0.0225, 0.0025, 0.0225
+    assert brier(p, y) == pytest.approx(0.0125)
+    # one pair per bin (0, 1, 9, 8): gaps 0.05, 0.15, 0.05, 0.15, each weighted 1/4
+    assert ece(p, y) == pytest.approx(0.1)
+    # one bin with all four: mean p 0.5, share relevant 0.5
+    assert ece([0.4, 0.4, 0.6, 0.6], [False, True, False, True], bins=1) == pytest.approx(0.0)
+    assert ece([1.0], [False]) == pytest.approx(1.0)  # 1.0 falls in the last bin
+    assert brier([], []) == 0.0 and ece([], []) == 0.0
+
+
+def test_no_answer_threshold_by_hand() -> None:
+    best = [0.9, 0.7, 0.4, 0.2]
+    answerable = [True, False, True, False]
+    # midpoints of 0, 0.2, 0.4, 0.7, 0.9, 1: accuracies 0.1 -> 2/4, 0.3 -> 3/4, 0.55 -> 2/4, 0.8 -> 3/4, 0.95 -> 2/4;
+    # the tie of 0.3 and 0.8 goes to the lower
+    assert no_answer_accuracy(best, answerable, 0.3) == 0.75
+    assert no_answer_accuracy(best, answerable, 0.55) == 0.5
+    assert no_answer_accuracy(best, answerable, 0.9) == 0.75  # 0.9 >= 0.9 answers
+    assert choose_threshold(best, answerable) == pytest.approx(0.3)
+    assert choose_threshold([0.9, 0.1], [True, False]) == pytest.approx(0.5)
+    assert choose_threshold([0.9, 0.1], [True, True]) is None
+    assert choose_threshold([0.9, 0.1], [False, False]) is None
+
+
+def test_fit_calibration_end_to_end_and_the_file(tmp_path: Path) -> None:
+    scored = [
+        ScoredQuery("q1", (1.0, -1.0), (True, False)),
+        ScoredQuery("q2", (1.0, -1.0), (True, True)),
+        ScoredQuery("q3", (1.0, -1.0), (False, False)),  # its best score is 0.6 but nothing is relevant
+        ScoredQuery("q4", (), ()),  # no candidate: best 0.0, not answerable
+    ]
+    fit = fit_calibration(scored, data={"dataset": "hand"})
+    assert fit.temperature == pytest.approx(T_SYMMETRIC, rel=1e-5)
+    assert fit.bias == pytest.approx(0.0, abs=1e-5)
+    # best calibrated scores 0.6, 0.6, 0.6, 0.0; answerable T, T, F, F: midpoints 0.3 -> 3/4, 0.8 -> 2/4
+    assert fit.threshold == pytest.approx(0.3)
+    assert fit.no_answer_accuracy == pytest.approx(0.75)
+    assert (fit.queries, fit.answerable, fit.pairs, fit.relevant_pairs) == (4, 2, 6, 3)
+    # before: sigmoid(+-1) = 0.731059 / 0.268941; three pairs of each score, two of each wrong-side label
+    s1 = 1 / (1 + math.exp(-1))
+    assert fit.brier_before == pytest.approx(((1 - s1) ** 2 * 2 + s1**2) / 3, abs=1e-6)
+    # after: 0.6 / 0.4 per score: squared errors 0.16 (x4) and 0.36 (x2)
+    assert fit.brier_after == pytest.approx((0.16 * 4 + 0.36 * 2) / 6, abs=1e-5)
+    assert fit.ece_after == pytest.approx(abs(0.6 - 2 / 3) / 2 + abs(0.4 - 1 / 3) / 2, abs=1e-5)
+    assert fit.ece_before == pytest.approx(abs(s1 - 2 / 3), abs=1e-6)
+    assert fit.criterion == CRITERION and fit.note == "" and fit.data == {"dataset": "hand"}
+    (tmp_path / CALIBRATION_FILE).write_text(json.dumps(fit.to_file()))
+    loaded = load_calibration(tmp_path)
+    assert loaded.temperature == fit.temperature and loaded.bias == fit.bias and loaded.threshold == fit.threshold
+    assert loaded.source == str(tmp_path / CALIBRATION_FILE)
+
+
+def test_fit_without_unanswerable_queries_leaves_the_threshold_unset() -> None:
+    fit = fit_calibration([ScoredQuery("q1", (1.0, -1.0), (True, False)), ScoredQuery("q2", (1.0, -1.0), (True, True))])
+    assert fit.threshold is None and fit.no_answer_accuracy is None
+    assert "no query without a relevant candidate" in fit.note
+
+
+def test_scored_query_checks_lengths() -> None:
+    with pytest.raises(InputError, match="q1.*relevant"):
+        ScoredQuery("q1", (1.0,), ())
+    with pytest.raises(InputError, match="no scored candidate"):
+        fit_calibration([ScoredQuery("q1", (), ())])
