@@ -238,8 +238,8 @@ def fit_calibration(scored: Sequence[ScoredQuery], *, data: dict[str, Any] | Non
         kind = "without" if all(answerable) else "with"
         note = f"no query {kind} a relevant candidate: the no-answer threshold cannot be chosen (left unset)"
     return CalibrationFit(
-        temperature=round(temperature, 6),
-        bias=round(bias, 6),
+        temperature=float(f"{temperature:.6g}"),  # significant digits: a near-constant model has a tiny temperature
+        bias=float(f"{bias:.6g}"),
         threshold=None if threshold is None else round(threshold, 6),
         queries=len(scored),
         answerable=sum(answerable),

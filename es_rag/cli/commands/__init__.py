@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from es_rag.cli.commands import (
+    calibrate,
     chunk,
     delete_source,
     demo,
@@ -33,5 +34,6 @@ COMMANDS: dict[str, ModuleType] = {
     "delete-source": delete_source,
     "eval": eval,
     "train-reranker": train_reranker,
+    "calibrate": calibrate,
 }
 """Command name -> module, in the order ``es-rag --help`` lists them."""
