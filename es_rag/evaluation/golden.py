@@ -393,11 +393,11 @@ def format_golden(result: dict[str, Any]) -> str:
     na = result["gate"]["threshold"] is not None
     heads = ["R@5", "R@10", "R@20", "MRR@10", "nDCG@10", "MAP", "P@5", "P@10", "span", "ctx_rec"] + (["no_ans"] if na else [])
     keys = [*RANK_MEASURES, "span_coverage", "context_recall"] + (["no_answer_accuracy"] if na else [])
-    lines = [f"{'category':<16} {'n':>4} " + " ".join(f"{h:>7}" for h in heads)]
+    lines = [f"{'category':<20} {'n':>4} " + " ".join(f"{h:>7}" for h in heads)]
 
     def row(name: str, m: dict[str, Any]) -> str:
         cells = " ".join(f"{m[k]:>7.4f}" if m.get(k) is not None else f"{'-':>7}" for k in keys)
-        return f"{name[:16]:<16} {m['questions']:>4} {cells}"
+        return f"{name[:20]:<20} {m['questions']:>4} {cells}"
 
     lines.extend(row(c, m) for c, m in result["categories"].items())
     lines.append(row("overall", result["overall"]))

@@ -120,3 +120,41 @@ def test_scored_query_checks_lengths() -> None:
         ScoredQuery("q1", (1.0,), ())
     with pytest.raises(InputError, match="no scored candidate"):
         fit_calibration([ScoredQuery("q1", (), ())])
+
+
+def test_scored_queries_through_the_pipeline_then_the_fit() -> None:
+    """The real pipeline (embedded backend, 4 one-chunk sources, every one a candidate) with a reranker whose raw
+    scores are fixed per text: +1 for s0 and s1, -1 for s2 and s3."""
+    from es_rag.evaluation.calibrate import scored_queries
+    from es_rag.filters import SearchFilter
+    from es_rag.pipeline import RagPipeline
+    from es_rag.settings import Settings
+    from tests.support.corpus import OverlapReranker, WordTokenizer
+    from tests.unit.test_rerank import Embedder, _backend
+
+    settings = Settings(vector_dims=3, candidate_k=4, num_candidates=4, rerank_k=4, context_k=3, rerank_model="x",
+                        rerank_calibration="none")  # fmt: skip
+    reranker = OverlapReranker({"password": 1.0, "sync": 1.0, "NIM-E1042": -1.0, "Retention": -1.0})
+    pipe = RagPipeline(_backend(), embedder=Embedder(), settings=settings, tokenizer=WordTokenizer(), reranker=reranker)
+    flt = SearchFilter("acme")
+    gold = {"q1": {"s0", "s2"}, "q2": {"s1"}, "q3": set()}
+    cases = [(q, "reset password", flt, (lambda g: lambda h: h.source_id in g)(g)) for q, g in gold.items()]
+    scored = scored_queries(pipe, cases)
+    assert [len(s.raw) for s in scored] == [4, 4, 4]
+    assert all(sorted(s.raw) == [-1.0, -1.0, 1.0, 1.0] for s in scored)
+    assert [sum(s.relevant) for s in scored] == [2, 1, 0]
+    fit = fit_calibration(scored)
+    # 12 pairs: at x=+1 6 pairs, 2 relevant (s0 for q1, s1 for q2); at x=-1 6 pairs, 1 relevant (s2 for q1).
+    # N+ = 3, N- = 9: targets 4/5 and 1/11. The fit reproduces each score's mean target.
+    p_hi = (2 * 0.8 + 4 / 11) / 6
+    p_lo = (0.8 + 5 / 11) / 6
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+    a = (logit(p_hi) - logit(p_lo)) / 2
+    c = (logit(p_hi) + logit(p_lo)) / 2
+    assert fit.temperature == pytest.approx(1 / a, rel=1e-4)
+    assert fit.bias == pytest.approx(-c / a, rel=1e-4)
+    # every query's best candidate scores +1 (p_hi); q1 and q2 are answerable, q3 is not: midpoints p_hi / 2 (all
+    # answer: 2/3 right) and (p_hi + 1) / 2 (none answers: 1/3 right)
+    assert fit.threshold == pytest.approx(p_hi / 2, rel=1e-4)
+    assert fit.no_answer_accuracy == pytest.approx(2 / 3, abs=1e-6)
+    assert (fit.queries, fit.answerable, fit.pairs, fit.relevant_pairs) == (3, 2, 12, 3)
