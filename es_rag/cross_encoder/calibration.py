@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -67,7 +68,8 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
     Args:
         z: Logits.
     """
-    return np.exp(-np.logaddexp(0.0, -z))
+    out: np.ndarray = np.exp(-np.logaddexp(0.0, -z))
+    return out
 
 
 def platt(raw: Sequence[float], relevant: Sequence[bool]) -> tuple[float, float]:
@@ -86,9 +88,7 @@ def platt(raw: Sequence[float], relevant: Sequence[bool]) -> tuple[float, float]
     y = np.asarray(relevant, dtype=bool)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
-        raise InputError(
-            "calibration", "labels", f"needs relevant and non-relevant pairs, got {n_pos} and {n_neg}"
-        )
+        raise InputError("calibration", "labels", f"needs relevant and non-relevant pairs, got {n_pos} and {n_neg}")
     t = np.where(y, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
 
     def loss(params: np.ndarray) -> tuple[float, np.ndarray]:
@@ -167,7 +167,7 @@ def choose_threshold(best: Sequence[float], answerable: Sequence[bool]) -> float
     if all(answerable) or not any(answerable):
         return None
     values = sorted({0.0, 1.0, *best})
-    candidates = [(lo + hi) / 2 for lo, hi in zip(values, values[1:], strict=False)]
+    candidates = [(lo + hi) / 2 for lo, hi in pairwise(values)]
     chosen, top = candidates[0], -1.0
     for t in candidates:
         acc = no_answer_accuracy(best, answerable, t)

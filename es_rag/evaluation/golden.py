@@ -358,12 +358,16 @@ def evaluate_golden(
         out: dict[str, Any] = {
             "questions": len(selected),
             "judged": len(judged),
-            **(rank_metrics(qrels, {r["id"]: run[r["id"]] for r in judged}) if judged else dict.fromkeys(RANK_MEASURES)),
+            **(
+                rank_metrics(qrels, {r["id"]: run[r["id"]] for r in judged}) if judged else dict.fromkeys(RANK_MEASURES)
+            ),
             "span_coverage": _mean([r["span_coverage"] for r in selected]),
             "context_recall": _mean([r["context_recall"] for r in judged]),
         }
         if threshold is not None:
-            out["no_answer_accuracy"] = round(sum(r["answered"] == r["answerable"] for r in selected) / len(selected), 4)
+            out["no_answer_accuracy"] = round(
+                sum(r["answered"] == r["answerable"] for r in selected) / len(selected), 4
+            )
         return out
 
     categories = sorted({r["category"] for r in rows})
@@ -391,7 +395,9 @@ def format_golden(result: dict[str, Any]) -> str:
         result: Output of :func:`evaluate_golden`.
     """
     na = result["gate"]["threshold"] is not None
-    heads = ["R@5", "R@10", "R@20", "MRR@10", "nDCG@10", "MAP", "P@5", "P@10", "span", "ctx_rec"] + (["no_ans"] if na else [])
+    heads = ["R@5", "R@10", "R@20", "MRR@10", "nDCG@10", "MAP", "P@5", "P@10", "span", "ctx_rec"] + (
+        ["no_ans"] if na else []
+    )
     keys = [*RANK_MEASURES, "span_coverage", "context_recall"] + (["no_answer_accuracy"] if na else [])
     lines = [f"{'category':<20} {'n':>4} " + " ".join(f"{h:>7}" for h in heads)]
 

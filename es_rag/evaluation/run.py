@@ -301,7 +301,9 @@ def evaluate(
             "queries": len(gate_rows),
             "answerable": sum(a for _, a in gate_rows),
             "refused": sum(not ans for ans, _ in gate_rows),
-            "no_answer_accuracy": round(sum(ans == a for ans, a in gate_rows) / len(gate_rows), 4) if gate_rows else None,
+            "no_answer_accuracy": round(sum(ans == a for ans, a in gate_rows) / len(gate_rows), 4)
+            if gate_rows
+            else None,
             "definition": "a query is answerable when a relevant document is among the reranked candidates; the gate "
             "is right when it answers (some hit >= threshold) exactly those",
         }

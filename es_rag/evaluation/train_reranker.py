@@ -345,8 +345,9 @@ def train_reranker(
         raise InputError(str(dataset), "split", "the test split is for evaluation only; train on train (or dev)")
     if calibration_split in ("test", split):
         raise InputError(
-            str(dataset), "calibration_split", f"{calibration_split!r}: calibrate on a held-out split, not test or the "
-            "training split"
+            str(dataset),
+            "calibration_split",
+            f"{calibration_split!r}: calibrate on a held-out split, not test or the training split",
         )
     if not 0.0 <= calibration_holdout < 1.0:
         raise ConfigError(f"calibration_holdout: must be within [0, 1), got {calibration_holdout}")

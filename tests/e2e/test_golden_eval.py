@@ -110,7 +110,9 @@ def test_eval_golden_reports_no_answer_accuracy_under_a_threshold(  # type: igno
     shutil.copytree(tiny_cross_encoder, model)
     (model / CALIBRATION_FILE).write_text(json.dumps({"temperature": 1.0, "bias": 0.0, "threshold": 0.5}))
     capsys.readouterr()
-    assert main(["eval", "--golden", str(golden), "--tenant", "acme", "--rerank-model", str(model), "--json", *opts]) == 0
+    assert (
+        main(["eval", "--golden", str(golden), "--tenant", "acme", "--rerank-model", str(model), "--json", *opts]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["gate"]["threshold"] == 0.5 and out["gate"]["calibration_source"] == str(model / CALIBRATION_FILE)
     # The untrained tiny model's logits are all near -4.5 (sigmoid ~ 0.01 < 0.5): the gate refuses every question.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from es_rag.cross_encoder.calibration import (
 )
 from es_rag.cross_encoder.model import CALIBRATION_FILE, load_calibration
 from es_rag.errors import InputError
+from es_rag.records import Hit
 
 # 3 relevant and 3 non-relevant pairs: Platt's targets are 4/5 and 1/5. With two distinct scores the fit reproduces
 # each score's mean target: at x=+1 (2 relevant, 1 not) (0.8 + 0.8 + 0.2) / 3 = 0.6, at x=-1 0.4. So
@@ -49,7 +51,7 @@ def test_platt_large_logits_do_not_overflow() -> None:
 
 
 def test_platt_refuses_one_class_and_a_reversed_model() -> None:
-    with pytest.raises(InputError, match="labels.*3 and 0"):
+    with pytest.raises(InputError, match=r"labels.*3 and 0"):
         platt([1.0, 2.0, 3.0], [True, True, True])
     with pytest.raises(InputError, match=r"scores.*slope"):
         platt([-x for x in SYMMETRIC_RAW], SYMMETRIC_REL)
@@ -116,7 +118,7 @@ def test_fit_without_unanswerable_queries_leaves_the_threshold_unset() -> None:
 
 
 def test_scored_query_checks_lengths() -> None:
-    with pytest.raises(InputError, match="q1.*relevant"):
+    with pytest.raises(InputError, match=r"q1.*relevant"):
         ScoredQuery("q1", (1.0,), ())
     with pytest.raises(InputError, match="no scored candidate"):
         fit_calibration([ScoredQuery("q1", (), ())])
@@ -138,7 +140,11 @@ def test_scored_queries_through_the_pipeline_then_the_fit() -> None:
     pipe = RagPipeline(_backend(), embedder=Embedder(), settings=settings, tokenizer=WordTokenizer(), reranker=reranker)
     flt = SearchFilter("acme")
     gold = {"q1": {"s0", "s2"}, "q2": {"s1"}, "q3": set()}
-    cases = [(q, "reset password", flt, (lambda g: lambda h: h.source_id in g)(g)) for q, g in gold.items()]
+
+    def judge(sources: set[str]) -> Callable[[Hit], bool]:
+        return lambda h: h.source_id in sources
+
+    cases = [(q, "reset password", flt, judge(g)) for q, g in gold.items()]
     scored = scored_queries(pipe, cases)
     assert [len(s.raw) for s in scored] == [4, 4, 4]
     assert all(sorted(s.raw) == [-1.0, -1.0, 1.0, 1.0] for s in scored)

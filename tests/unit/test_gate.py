@@ -8,7 +8,16 @@ from es_rag.cross_encoder.model import Calibration
 from es_rag.records import Hit
 from es_rag.settings import GateSettings
 from es_rag.stages.base import StageOutput
-from es_rag.stages.gate import EVIDENCE, NO_SUFFICIENT_EVIDENCE, UNDECIDED, apply_gate, fitted, run, score_cliff, status_of
+from es_rag.stages.gate import (
+    EVIDENCE,
+    NO_SUFFICIENT_EVIDENCE,
+    UNDECIDED,
+    apply_gate,
+    fitted,
+    run,
+    score_cliff,
+    status_of,
+)
 
 NO_THRESHOLD = "; no calibrated threshold for this model"
 
@@ -326,9 +335,7 @@ def test_run_takes_cliff_and_margin_from_settings_once_calibrated() -> None:
 
 
 def test_run_explicit_settings_count_as_calibrated() -> None:
-    out = run(
-        _scored(), reranked=True, calibration=Calibration(source="settings"), settings=GateSettings(cliff=0.5)
-    )
+    out = run(_scored(), reranked=True, calibration=Calibration(source="settings"), settings=GateSettings(cliff=0.5))
     assert _ids(out) == ["a", "b"]
     assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
 

@@ -79,9 +79,21 @@ def test_full_line_and_defaults(tmp_path: Path) -> None:
         ({"question": "q", "gold": [{"source_id": "A", "chunk": 1}]}, "gold[0].chunk", "unknown field"),
         ({"question": "q", "gold": [{"source_id": "A", "chunk_ids": "c"}]}, "gold[0].chunk_ids", "list of non-empty"),
         ({"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": 5}]}, "spans[0]", "exactly"),
-        ({"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": 5, "end": 5}]}, "spans[0]", "start < end"),
-        ({"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": "1", "end": 5}]}, "spans[0]", "integers"),
-        ({"question": "q", "gold": ["A"], "spans": [{"source_id": "B", "start": 1, "end": 5}]}, "spans[0].source_id", "not among gold"),
+        (
+            {"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": 5, "end": 5}]},
+            "spans[0]",
+            "start < end",
+        ),
+        (
+            {"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": "1", "end": 5}]},
+            "spans[0]",
+            "integers",
+        ),
+        (
+            {"question": "q", "gold": ["A"], "spans": [{"source_id": "B", "start": 1, "end": 5}]},
+            "spans[0].source_id",
+            "not among gold",
+        ),
         ({"question": "q", "gold": [], "category": ""}, "category", "non-empty"),
         ({"question": "q", "gold": [], "tenant": 3}, "tenant", "non-empty"),
         ({"question": "q", "gold": [], "groups": "eng"}, "groups", "list of non-empty"),
@@ -104,7 +116,9 @@ def test_file_level_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no question in the file"):
         load_golden(_write(tmp_path, ""))
     with pytest.raises(InputError, match=r":2: field 'id': 'a' repeats line 1"):
-        load_golden(_write(tmp_path, {"id": "a", "question": "q", "gold": []}, {"id": "a", "question": "r", "gold": []}))
+        load_golden(
+            _write(tmp_path, {"id": "a", "question": "q", "gold": []}, {"id": "a", "question": "r", "gold": []})
+        )
 
 
 def test_relevance_rule() -> None:

@@ -95,7 +95,7 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
 def test_test_split_is_refused(beir: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="evaluation only"):
         train_reranker(beir, tmp_path / "m", split="test")
-    with pytest.raises(InputError, match="calibration_split.*held-out split"):
+    with pytest.raises(InputError, match=r"calibration_split.*held-out split"):
         train_reranker(beir, tmp_path / "m", calibration_split="test")
     with pytest.raises(InputError, match="calibration_split"):
         train_reranker(beir, tmp_path / "m", calibration_split="train")

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.cli.options import (
-    SEARCH_SCOPE,
+    QUERY_ENCODER,
+    SEARCH_INDEX,
     acl_groups,
     add_bm25_protocol,
     add_json,
@@ -31,6 +32,18 @@ DESCRIPTION = (
     "(a query is answerable when a relevant candidate reaches the gate). Writes es_rag_calibration.json into "
     "--out (default: the model directory), where search, eval and the gate read it."
 )
+
+
+SCOPE = {
+    "index": SEARCH_INDEX,
+    "encoder": QUERY_ENCODER,
+    "retrieve": None,
+    "fusion": None,
+    "dedup": None,
+    "rerank": ("model", "k", "batch_size", "max_length", "long_text", "aggregation", "top_m", "backend"),
+    "connection": ("request_timeout",),
+}
+"""Everything up to the reranker's raw scores (the gate, selection and packing do not change what is fitted)."""
 
 
 def register(sub: Any) -> None:
@@ -60,7 +73,7 @@ def register(sub: Any) -> None:
         index_dir_help="--golden: the embedded index (default .es_rag/index); --dataset: the embedding cache root",
     )
     add_bm25_protocol(p)
-    add_settings(p, SEARCH_SCOPE)
+    add_settings(p, SCOPE)
 
 
 def run(args: argparse.Namespace) -> int:

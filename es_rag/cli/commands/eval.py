@@ -50,7 +50,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("eval", help=HELP, description=HELP)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
-        "--dataset", metavar="DIR", help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv (indexed for the run)"
+        "--dataset",
+        metavar="DIR",
+        help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv (indexed for the run)",
     )
     src.add_argument(
         "--golden",
@@ -235,9 +237,7 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
     else:
         backend = build_backend(settings, index_dir=index_dir)
     pipeline = build_pipeline(settings, backend, build_embedder(settings))
-    result = evaluate_golden(
-        questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress()
-    )
+    result = evaluate_golden(questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress())
     result["golden"] = str(args.golden)
     if args.records:
         with open(args.records, "w", encoding="utf-8") as fh:
