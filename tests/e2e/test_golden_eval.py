@@ -173,3 +173,10 @@ def test_demo_scores_its_golden_set(capsys) -> None:  # type: ignore[no-untyped-
     assert mrr == f"{(4 + 1.5) / 7:.4f}"
     assert rows["no-answer"][1:] == ["-"] * 10
     assert rows["version"][4] == "0.5000" and rows["exact-identifier"][4] == "1.0000"
+
+
+def test_beir_runs_refuse_the_golden_only_options(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert main(["eval", "--dataset", str(tmp_path), "--tenant", "acme"]) != 0
+    assert "--tenant/--acl apply to --golden only" in capsys.readouterr().err
+    assert main(["calibrate", "--dataset", str(tmp_path), "--rerank-model", str(tmp_path), "--tenant", "a"]) != 0
+    assert "apply to --golden only" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from es_rag.cli.options import (
     connection_kwargs,
     existing_index_dir,
     settings_from_args,
+    uses_cluster,
 )
 from es_rag.cli.render import print_json, progress
 from es_rag.errors import ConfigError
@@ -91,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or (model if Path(model).is_dir() else None)
     if out is None and not args.dry_run:
         raise ConfigError(f"--out: {model!r} is not a local directory; say where the calibration file goes")
+    if args.dataset and (uses_cluster(args) or args.tenant or args.acl):
+        raise ConfigError(
+            "--es/--cloud-id/--tenant/--acl apply to --golden only (--dataset indexes the BEIR corpus on the embedded "
+            "backend under its own tenant)"
+        )
     if args.dataset:
         fit = calibrate_beir(
             args.dataset,

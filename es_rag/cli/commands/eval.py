@@ -145,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     settings = eval_settings(args)
     if args.golden:
         return run_golden(args, settings)
+    if args.tenant or args.acl:
+        raise ConfigError("--tenant/--acl apply to --golden only (a BEIR corpus is indexed under its own tenant)")
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
