@@ -194,6 +194,8 @@ def evaluate(
     dup_rates: list[float] = []
     rerank_path = "disabled"
     failures: list[dict[str, str]] = []
+    gate_rows: list[tuple[bool, bool]] = []  # (answered, answerable) of reranked queries under a threshold
+    threshold = pipeline.calibration().threshold if reranker is not None else None
 
     def relevant(qid: str) -> list[str]:
         return sorted(d for d, g in qrels[qid].items() if g > 0)
@@ -235,6 +237,9 @@ def evaluate(
             head = [h.chunk_id for h in result.candidates]
             if reranked:
                 runs["rerank"][qid] = run_from_ids(docs([*head, *fused]))
+            if reranked and threshold is not None:
+                answerable = any(qrels[qid].get(src(h.chunk_id), 0) > 0 for h in result.candidates)
+                gate_rows.append((not result.no_sufficient_evidence, answerable))
             packed = [c.chunk_id for c in result.context.citations]
             runs["context"][qid] = run_from_ids(docs(packed))
             tokens.append(result.context.tokens)
@@ -289,6 +294,22 @@ def evaluate(
         "context_k": settings.select.context_k,
         "token_budget": settings.pack.token_budget,
     }
+    stages["gate"] = (
+        {
+            "threshold": threshold,
+            "calibration_source": pipeline.calibration().source,
+            "queries": len(gate_rows),
+            "answerable": sum(a for _, a in gate_rows),
+            "refused": sum(not ans for ans, _ in gate_rows),
+            "no_answer_accuracy": round(sum(ans == a for ans, a in gate_rows) / len(gate_rows), 4)
+            if gate_rows
+            else None,
+            "definition": "a query is answerable when a relevant document is among the reranked candidates; the gate "
+            "is right when it answers (some hit >= threshold) exactly those",
+        }
+        if threshold is not None
+        else None
+    )
     if chunked is None:
         stages["chunking"] = {
             "unit": "whole document (BEIR protocol)",
@@ -356,6 +377,13 @@ def format_report(result: dict[str, Any]) -> str:
         f"context_tokens mean={sel['context_tokens']['mean']} p95={sel['context_tokens']['p95']} "
         f"(context_k={sel['context_k']}, budget={sel['token_budget']})"
     )
+    gate = result["stages"].get("gate")
+    if gate is not None:
+        acc = "-" if gate["no_answer_accuracy"] is None else f"{gate['no_answer_accuracy']:.4f}"
+        lines.append(
+            f"gate      no_answer_accuracy={acc} threshold={gate['threshold']} ({gate['queries']} reranked queries, "
+            f"{gate['answerable']} answerable, {gate['refused']} refused; calibration {gate['calibration_source']})"
+        )
     ck = result["stages"]["chunking"]
     lines.append(f"chunking  {ck['unit']}: {ck['note']}")
     if "chunks" in ck:

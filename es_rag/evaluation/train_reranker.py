@@ -118,6 +118,9 @@ class TrainingReport:
     loss_last: float
     config: dict[str, Any]
     ranking_text_version: str = RANKING_TEXT_VERSION
+    calibration: dict[str, Any] | None = None
+    """The calibration fitted after training (``es_rag_calibration.json``), the error that stopped it, or None when
+    calibration was off."""
     losses: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -313,8 +316,15 @@ def train_reranker(
     cache_dir: str | Path | None = None,
     max_queries: int | None = None,
     log: Callable[[str], None] | None = None,
+    calibration_split: str | None = "dev",
+    calibration_holdout: float = 0.2,
 ) -> TrainingReport:
-    """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it.
+    """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it, then fit its
+    calibration (:mod:`es_rag.evaluation.calibrate`) and write ``es_rag_calibration.json`` beside it.
+
+    Calibration data: ``calibration_split`` when the dataset has its qrels; otherwise the last
+    ``calibration_holdout`` share of the judged training queries (at least one) is kept out of training and used.
+    A calibration that cannot be fitted (e.g. the model does not rank yet) is reported, and no file is written.
 
     Args:
         dataset: BEIR-layout folder.
@@ -325,21 +335,40 @@ def train_reranker(
         cache_dir: Embedding cache root.
         max_queries: Use only the first N training queries.
         log: Progress lines.
+        calibration_split: Split to calibrate on when present; None = no calibration.
+        calibration_holdout: Share of judged training queries held out for calibration when that split is absent
+            (0 = no calibration then).
 
     Raises:
-        InputError: When ``split`` is ``test``.
+        InputError: When ``split`` is ``test``, or ``calibration_split`` is ``test`` or the training split.
     """
     from es_rag.evaluation.beir import load_beir
     from es_rag.evaluation.index import EVAL_TENANT, build_index
 
     if split == "test":
         raise InputError(str(dataset), "split", "the test split is for evaluation only; train on train (or dev)")
+    if calibration_split in ("test", split):
+        raise InputError(
+            str(dataset),
+            "calibration_split",
+            f"{calibration_split!r}: calibrate on a held-out split, not test or the training split",
+        )
+    if not 0.0 <= calibration_holdout < 1.0:
+        raise ConfigError(f"calibration_holdout: must be within [0, 1), got {calibration_holdout}")
     settings = settings or Settings()
     config = config or TrainingConfig(base_model=settings.encoder.model)
     corpus, queries, qrels = load_beir(dataset, split)
     if max_queries is not None:
         keep = list(queries)[:max_queries]
         queries = {q: queries[q] for q in keep}
+    held: dict[str, str] = {}
+    cal_qrels: dict[str, dict[str, int]] = qrels
+    has_split = calibration_split is not None and (Path(dataset) / "qrels" / f"{calibration_split}.tsv").is_file()
+    if calibration_split is not None and not has_split and calibration_holdout > 0:
+        judged = [q for q in queries if any(g > 0 for g in qrels.get(q, {}).values())]
+        n_held = max(1, int(len(judged) * calibration_holdout)) if len(judged) >= 2 else 0
+        held = {q: queries[q] for q in judged[len(judged) - n_held :]}
+        queries = {q: t for q, t in queries.items() if q not in held}
     index = build_index(corpus, settings, cache_dir=cache_dir)
     docs = {h.chunk_id: h for h in index.hits()}
     pairs = mine_pairs(
@@ -377,5 +406,22 @@ def train_reranker(
         config=asdict(config),
         losses=losses,
     )
+    cal_queries: dict[str, str] = held
+    cal_data: dict[str, Any] = {"dataset": str(dataset), "split": f"{split} (held out: {len(held)} queries)"}
+    if has_split:
+        assert calibration_split is not None
+        _, cal_queries, cal_qrels = load_beir(dataset, calibration_split)
+        cal_data = {"dataset": str(dataset), "split": calibration_split}
+    if cal_queries:
+        from es_rag.evaluation.calibrate import calibrate_queries, write_calibration
+
+        try:
+            fit = calibrate_queries(index, cal_queries, cal_qrels, str(output_dir), settings=settings, data=cal_data)
+        except InputError as exc:
+            report.calibration = {"error": str(exc), "written": None}
+        else:
+            report.calibration = {**fit.to_file(), "written": str(write_calibration(fit, output_dir))}
+        if log:
+            log(f"calibration: {report.calibration}")
     (Path(output_dir) / TRAINING_META).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     return report

@@ -536,7 +536,9 @@ class GateSettings(Group):
         0.3,
         flat="gate_cliff",
         metavar="DROP|off",
-        help="cut the reranked list after the first score drop of at least this",
+        help="cut the reranked list after the first calibrated-score drop of at least this; applied only when the "
+        "reranker is calibrated (a calibration file in the model directory, from `es-rag calibrate` or "
+        "train-reranker, or --rerank-temperature/--rerank-bias/--rerank-threshold): off otherwise",
     )
     margin: float | None = opt(
         None, flat="gate_margin", metavar="MARGIN|off", help="keep only top-1 when it beats top-2 by at least this"

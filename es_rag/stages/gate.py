@@ -5,9 +5,14 @@ What the gate uses depends on what the ranking knows:
 * **reranked and calibrated with a per-model threshold**: hits below the calibrated threshold are
   dropped; when none passes the result is "no sufficient evidence". Then the score cliff and the
   top-1 / top-2 margin on calibrated scores.
-* **reranked, no threshold for this model**: score cliff and margin only (on calibrated scores, or on
-  raw scores with calibration ``none``); no-answer cannot be decided, and the decision says so.
-  There is no universal 0.5.
+* **reranked, no threshold for this model**: score cliff and margin only; no-answer cannot be decided,
+  and the decision says so. There is no universal 0.5.
+* **the cliff is off until the model is calibrated**: a drop between neighbours means something only on a
+  scale fitted to the model (``es-rag calibrate``, or the calibration file ``train-reranker`` writes, or
+  temperature/bias/threshold given in the settings). With the default calibration (``sigmoid`` of the raw
+  logit, temperature 1, bias 0: source ``default``) or calibration ``none``, ``gate_cliff`` is not applied
+  and the basis says ``cliff off: model not calibrated``: an uncalibrated sigmoid can put a chunk with
+  p=0.62 after a "cliff" and drop complementary evidence. The margin, which is off unless set, still applies.
 * **fused order** (no reranker, reranker fallback): RRF scores say nothing about relevance, so the
   gate cuts nothing and decides nothing; the token budget and ``context_k`` still bound the context.
 """
@@ -66,6 +71,7 @@ def apply_gate(
     cliff: float | None,
     margin: float | None,
     scale: str,
+    cliff_off: str | None = None,
 ) -> StageOutput:
     """Cut a reranked list by threshold, cliff and margin, or pass a fused list through untouched.
 
@@ -77,6 +83,8 @@ def apply_gate(
         cliff: Minimum drop between neighbours that ends the list; None disables it.
         margin: Top-1 minus top-2 at which top-1 is kept alone; None disables it.
         scale: Name of the score scale for the reasons (``calibrated`` or ``raw``).
+        cliff_off: Why a configured cliff is not applied (``cliff`` is then None); it ends the basis as
+            ``cliff off: <reason>`` and is recorded as ``info["cliff"]``.
     """
     if gate_scores is None:
         return _decided(
@@ -120,28 +128,49 @@ def apply_gate(
     else:
         status = EVIDENCE if kept else NO_SUFFICIENT_EVIDENCE
         basis = " + ".join(parts) + f" on {scale} scores"
+    if cliff_off is not None:
+        info["cliff"] = f"off: {cliff_off}"
+        basis += f"; cliff off: {cliff_off}"
     return _decided([hits[i] for i in kept], dropped, status, basis, info)
 
 
+NOT_CALIBRATED = "model not calibrated"
+"""Why the cliff is off with the default calibration (or ``none``)."""
+
+
+def fitted(calibration: Any) -> bool:
+    """Whether ``calibration`` was fitted to the model or given on purpose: method ``sigmoid`` with values from the
+    model directory's calibration file or the settings (source other than ``default``).
+
+    Args:
+        calibration: A :class:`~es_rag.cross_encoder.model.Calibration`.
+    """
+    return bool(calibration.method != "none" and calibration.source != "default")
+
+
 def run(hits: Sequence[Hit], *, reranked: bool, calibration: Any, settings: GateSettings) -> StageOutput:
-    """The gate stage: on a reranked list, cut by the model's calibrated threshold (else none), the cliff and
-    the margin on the calibrated scale (raw scores with calibration ``none``); on the fused order, nothing.
+    """The gate stage: on a reranked list, cut by the model's calibrated threshold (else none), the cliff (only
+    when the calibration is :func:`fitted`) and the margin on the calibrated scale (raw scores with calibration
+    ``none``); on the fused order, nothing.
 
     Args:
         hits: Candidates, best first (reranked or fused order).
         reranked: Whether the cross-encoder scored them (``rerank_score`` / ``calibrated_score`` set).
-        calibration: The reranker's :class:`~es_rag.cross_encoder.model.Calibration` (``method``, ``threshold``).
+        calibration: The reranker's :class:`~es_rag.cross_encoder.model.Calibration` (``method``, ``threshold``,
+            ``source``).
         settings: Cliff and margin.
     """
     if not reranked:
         return apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
     calibrated = calibration.method != "none"
     scores = [float((h.calibrated_score if calibrated else h.rerank_score) or 0.0) for h in hits]
+    cliff_on = settings.cliff is not None and fitted(calibration)
     return apply_gate(
         hits,
         scores,
         threshold=calibration.threshold,
-        cliff=settings.cliff,
+        cliff=settings.cliff if cliff_on else None,
         margin=settings.margin,
         scale="calibrated" if calibrated else "raw",
+        cliff_off=NOT_CALIBRATED if settings.cliff is not None and not cliff_on else None,
     )

@@ -47,4 +47,5 @@ def test_wheel_ships_the_assets(tmp_path: Path) -> None:
             assert f"es_rag/assets/{folder}/{asset.name}" in names
     assert "es_rag/templates/context.j2" in names
     assert "es_rag/data/sample/manifest.json" in names
+    assert "es_rag/data/sample/golden.jsonl" in names  # es-rag demo scores it
     assert "es_rag/py.typed" in names

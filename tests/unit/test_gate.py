@@ -8,7 +8,16 @@ from es_rag.cross_encoder.model import Calibration
 from es_rag.records import Hit
 from es_rag.settings import GateSettings
 from es_rag.stages.base import StageOutput
-from es_rag.stages.gate import EVIDENCE, NO_SUFFICIENT_EVIDENCE, UNDECIDED, apply_gate, run, score_cliff, status_of
+from es_rag.stages.gate import (
+    EVIDENCE,
+    NO_SUFFICIENT_EVIDENCE,
+    UNDECIDED,
+    apply_gate,
+    fitted,
+    run,
+    score_cliff,
+    status_of,
+)
 
 NO_THRESHOLD = "; no calibrated threshold for this model"
 
@@ -277,31 +286,102 @@ def test_run_uses_calibrated_scores_and_the_models_threshold() -> None:
     }
 
 
-def test_run_takes_cliff_and_margin_from_settings() -> None:
+CALIBRATED = Calibration(temperature=2.0, bias=1.0, source="/models/ce/es_rag_calibration.json")
+NOT_CALIBRATED = "; cliff off: model not calibrated"
+
+
+def test_fitted_means_sigmoid_from_a_file_or_the_settings() -> None:
+    assert fitted(CALIBRATED) is True
+    assert fitted(Calibration(source="settings")) is True
+    assert fitted(Calibration()) is False  # source "default": sigmoid(raw), temperature 1, bias 0
+    assert fitted(Calibration(method="none", source="settings")) is False
+    assert fitted(Calibration(method="none")) is False
+
+
+def test_run_default_calibration_leaves_the_cliff_off() -> None:
+    # calibrated scores 0.25, 0.875, 0.0 with the default calibration: the 0.875 -> 0.0 drop is no cliff here, since
+    # an uncalibrated sigmoid of the logit says nothing absolute; the margin (set on purpose) still applies
     out = run(_scored(), reranked=True, calibration=Calibration(), settings=GateSettings(cliff=0.5, margin=0.25))
+    assert _ids(out) == ["a", "b", "c"]
+    assert out.dropped == []
+    assert out.info == {
+        "scale": "calibrated",
+        "scores": [0.25, 0.875, 0.0],
+        "top1_top2_margin": -0.625,
+        "cliff": "off: model not calibrated",
+        "status": "undecided",
+        "basis": "margin 0.25 on calibrated scores" + NO_THRESHOLD + NOT_CALIBRATED,
+    }
+    assert out.path == "undecided: margin 0.25 on calibrated scores" + NO_THRESHOLD + NOT_CALIBRATED
+
+
+def test_run_default_calibration_without_a_cliff_setting_says_nothing_of_it() -> None:
+    out = run(_scored(), reranked=True, calibration=Calibration(), settings=GateSettings(cliff=None, margin=None))
+    assert _ids(out) == ["a", "b", "c"] and out.dropped == []
+    assert "cliff" not in out.info
+    assert out.info["basis"] == "nothing on calibrated scores" + NO_THRESHOLD
+
+
+def test_run_takes_cliff_and_margin_from_settings_once_calibrated() -> None:
+    out = run(_scored(), reranked=True, calibration=CALIBRATED, settings=GateSettings(cliff=0.5, margin=0.25))
     # calibrated scores 0.25, 0.875, 0.0: no threshold; no drop of 0.5 between neighbours (0.25 -> 0.875 is a rise,
     # 0.875 -> 0.0 is a drop of 0.875 after index 1)
     assert _ids(out) == ["a", "b"]
     assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
     assert out.info["cliff_after"] == 2
     assert out.info["top1_top2_margin"] == -0.625
+    assert "cliff" not in out.info
     assert out.info["basis"] == "cliff 0.5 + margin 0.25 on calibrated scores" + NO_THRESHOLD
 
 
-def test_run_uses_raw_scores_without_calibration() -> None:
+def test_run_explicit_settings_count_as_calibrated() -> None:
+    out = run(_scored(), reranked=True, calibration=Calibration(source="settings"), settings=GateSettings(cliff=0.5))
+    assert _ids(out) == ["a", "b"]
+    assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
+
+
+def test_run_a_fitted_threshold_then_the_cliff() -> None:
+    cal = Calibration(threshold=0.125, source="/m/es_rag_calibration.json")
+    hs = [
+        Hit(chunk_id="a", source_id="s", text="a", tenant_id="t", rerank_score=1.0, calibrated_score=0.875),
+        Hit(chunk_id="b", source_id="s", text="b", tenant_id="t", rerank_score=0.5, calibrated_score=0.75),
+        Hit(chunk_id="c", source_id="s", text="c", tenant_id="t", rerank_score=0.0, calibrated_score=0.25),
+        Hit(chunk_id="d", source_id="s", text="d", tenant_id="t", rerank_score=-1.0, calibrated_score=0.0625),
+    ]
+    out = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=0.5))
+    assert _ids(out) == ["a", "b"]
+    assert out.dropped == [
+        ("d", "calibrated score 0.0625 < threshold 0.125"),
+        ("c", "after a score cliff (0.7500 -> 0.2500)"),
+    ]
+    assert out.info["status"] == "evidence"
+    assert out.info["basis"] == "calibrated threshold 0.125 + cliff 0.5 on calibrated scores"
+
+
+def test_run_raw_scores_without_calibration_leave_the_cliff_off() -> None:
+    # calibration none: raw logits have no fixed scale, so a cliff on them is not applied either
     out = run(
         _scored(), reranked=True, calibration=Calibration(method="none"), settings=GateSettings(cliff=2.5, margin=None)
     )
-    assert _ids(out) == ["a", "b"]
-    assert out.dropped == [("c", "after a score cliff (2.0000 -> -1.0000)")]
+    assert _ids(out) == ["a", "b", "c"]
+    assert out.dropped == []
     assert out.info == {
         "scale": "raw",
         "scores": [3.0, 2.0, -1.0],
-        "cliff_after": 2,
         "top1_top2_margin": 1.0,
+        "cliff": "off: model not calibrated",
         "status": "undecided",
-        "basis": "cliff 2.5 on raw scores" + NO_THRESHOLD,
+        "basis": "nothing on raw scores" + NO_THRESHOLD + NOT_CALIBRATED,
     }
+
+
+def test_apply_gate_names_why_the_cliff_is_off() -> None:
+    out = apply_gate(
+        _hits(2), [1.0, 0.25], threshold=0.5, cliff=None, margin=None, scale="calibrated", cliff_off="because"
+    )
+    assert _ids(out) == ["h0"]
+    assert out.info["cliff"] == "off: because"
+    assert out.info["basis"] == "calibrated threshold 0.5 on calibrated scores; cliff off: because"
 
 
 def test_run_raw_missing_score_reads_as_zero() -> None:

@@ -35,7 +35,14 @@ FILTERING = ("dedup", "rerank", "gate", "boost", "select", "expand", "pack")
         {},
         {"expand_mode": "parent"},
         {"expand_mode": "neighbors", "expand_neighbors": 2},
-        {"gate_cliff": 0.05, "gate_margin": 0.5, "dedup_near_threshold": 0.5},
+        # the cliff applies only to a calibrated model: an explicit temperature counts as one
+        {
+            "gate_cliff": 0.05,
+            "gate_margin": 0.5,
+            "dedup_near_threshold": 0.5,
+            "rerank_calibration": "sigmoid",
+            "rerank_temperature": 1.0,
+        },
         {"freshness_weight": 0.2, "source_tiers": {"src-1*": 0.3}, "max_chunks_per_parent": 1},
         {"token_budget": 40},
     ],

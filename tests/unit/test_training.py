@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from es_rag.cross_encoder.model import CALIBRATION_FILE, load_calibration
 from es_rag.errors import ConfigError, InputError
 from es_rag.evaluation.beir import load_beir
 from es_rag.evaluation.index import EVAL_TENANT, build_index
@@ -72,7 +73,14 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
         config=TrainingConfig(base_model=str(tiny_cross_encoder), max_steps=3, batch_size=4, max_length=64),
         cache_dir=tmp_path,
     )
-    assert report.steps == 3 and len(report.losses) == 3 and report.positives == 12
+    # 6 training queries with 2 positives each; no dev split, so the last one (20% of 6, at least 1) is held out
+    assert report.steps == 3 and len(report.losses) == 3 and report.positives == 10 and report.queries == 5
+    # the held-out query calibrates the model: a file the reranker reads; one answerable query gives no threshold
+    assert report.calibration is not None and report.calibration["written"] == str(out / CALIBRATION_FILE)
+    assert report.calibration["threshold"] is None
+    assert report.calibration["fit"]["queries"] == 1 and report.calibration["fit"]["relevant_pairs"] == 2
+    cal = load_calibration(out)
+    assert cal.source == str(out / CALIBRATION_FILE) and cal.temperature == report.calibration["temperature"] > 0
     meta = json.loads((out / TRAINING_META).read_text())
     assert meta["split"] == "train" and meta["negatives_by_channel"]
     rr = CrossEncoderReranker(str(out))
@@ -87,6 +95,10 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
 def test_test_split_is_refused(beir: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="evaluation only"):
         train_reranker(beir, tmp_path / "m", split="test")
+    with pytest.raises(InputError, match=r"calibration_split.*held-out split"):
+        train_reranker(beir, tmp_path / "m", calibration_split="test")
+    with pytest.raises(InputError, match="calibration_split"):
+        train_reranker(beir, tmp_path / "m", calibration_split="train")
 
 
 def _pair(q: str, d: str, label: float) -> TrainingPair:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from es_rag.cli.commands import (
+    calibrate,
     chunk,
     delete_source,
     demo,
@@ -35,5 +36,6 @@ COMMANDS: dict[str, ModuleType] = {
     "reindex": reindex,
     "eval": eval,
     "train-reranker": train_reranker,
+    "calibrate": calibrate,
 }
 """Command name -> module, in the order ``es-rag --help`` lists them."""

@@ -10,7 +10,11 @@ from typing import Any
 from es_rag.cli.options import POST_RETRIEVAL, add_json, add_settings, settings_from_args
 from es_rag.cli.render import print_json, print_result, progress
 
-HELP = "ingest the bundled sample corpus into a temporary embedded index and run its queries"
+GOLDEN_FILE = "golden.jsonl"
+"""The sample corpus's golden set (the manifest's queries and expected sources in the golden format)."""
+HELP = (
+    "ingest the bundled sample corpus into a temporary embedded index, run its queries and score them as a golden set"
+)
 SCOPE = {
     "index": ("analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
     "encoder": ("model", "dims", "device", "precision"),
@@ -39,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
+    from es_rag.evaluation.golden import evaluate_golden, format_golden, load_golden
     from es_rag.filters import SearchFilter
     from es_rag.ingest import IngestReport, ingest_documents
     from es_rag.wiring import SAMPLE_DIR, build_backend, build_chunker, build_embedder, build_pipeline, load_manifest
@@ -85,8 +90,13 @@ def run(args: argparse.Namespace) -> int:
                     print(f"expected source(s) {sorted(expected)}: {'found' if expected & got else 'NOT found'}")
                 leaks = [h.chunk_id for h in result.candidates if h.tenant_id != flt.tenant_id]
                 print(f"tenant isolation: {len(leaks)} candidates from other tenants")
+        golden = evaluate_golden(load_golden(SAMPLE_DIR / GOLDEN_FILE), pipeline)
+        table = f"\ngolden set {GOLDEN_FILE} ({golden['questions']} questions):\n" + format_golden(golden)
         if args.json:
+            print(table, file=sys.stderr)
             print_json([{"case": q, **r.to_dict()} for q, r in results])
+        else:
+            print(table)
         return 0
     finally:
         if tmp is not None:

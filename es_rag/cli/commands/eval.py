@@ -8,13 +8,17 @@ from typing import Any
 
 from es_rag.cli.options import (
     POST_RETRIEVAL,
+    acl_groups,
     add_bm25_protocol,
     add_json,
     add_mmr_preset,
+    add_principal,
     add_settings,
     add_target,
     bm25_preset,
     connect,
+    connection_kwargs,
+    existing_index_dir,
     given_settings,
     mmr_preset,
     settings_from_args,
@@ -23,7 +27,7 @@ from es_rag.cli.options import (
 from es_rag.cli.render import print_json, progress
 from es_rag.errors import ConfigError
 
-HELP = "per-stage retrieval metrics on a BEIR-layout dataset"
+HELP = "per-stage retrieval metrics on a BEIR-layout dataset, or your golden questions on your own index"
 EVAL_ES_PREFIX = "es-rag-eval"
 """Index prefix ``eval --es`` uses unless ``--index-prefix`` is given."""
 SCOPE = {
@@ -44,8 +48,18 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("eval", help=HELP, description=HELP)
-    p.add_argument(
-        "--dataset", required=True, metavar="DIR", help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv"
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv (indexed for the run)",
+    )
+    src.add_argument(
+        "--golden",
+        metavar="FILE",
+        help="golden JSONL file (docs/evaluation.md: question, gold source ids, optional spans, category, tenant) "
+        "run against your own index (--index-dir, default .es_rag/index, or --es) with your settings: Recall@5/10/20, "
+        "MRR, nDCG@10, MAP, P@5/10, span coverage and context recall per category",
     )
     p.add_argument("--split", default="test", help="qrels split to evaluate (%(default)s)")
     p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries")
@@ -91,11 +105,14 @@ def register(sub: Any) -> None:
         help="step 4: structure-aware splitter replacing fixed windows; recursive keeps the overlap as trailing "
         "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
     )
+    add_principal(p, tenant_required=False)
     add_target(
         p,
-        es_help="evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version "
-        f"registry; index prefix {EVAL_ES_PREFIX} unless --index-prefix is given); default: embedded",
-        index_dir_help="persist the embedded index and the embedding cache here",
+        es_help="--dataset: evaluate on a live cluster: the corpus is written there (setup, ingest pipeline, version "
+        f"registry; index prefix {EVAL_ES_PREFIX} unless --index-prefix is given); default: embedded. --golden: the "
+        "cluster holding your index (your --index-prefix)",
+        index_dir_help="--dataset: persist the embedded index and the embedding cache here; --golden: your embedded "
+        "index (default .es_rag/index)",
     )
     sections = add_settings(p, SCOPE)
     add_mmr_preset(sections["select"])
@@ -109,7 +126,7 @@ def eval_settings(args: argparse.Namespace) -> Any:
         args: Parsed arguments.
     """
     overrides: dict[str, Any] = {}
-    if uses_cluster(args) and "index_prefix" not in given_settings(args):
+    if uses_cluster(args) and not args.golden and "index_prefix" not in given_settings(args):
         overrides["index_prefix"] = EVAL_ES_PREFIX  # never write a benchmark corpus into the product's indices
     return settings_from_args(args, presets=[bm25_preset(args), mmr_preset(args)], **overrides)
 
@@ -126,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.evaluation.run import evaluate, format_report
 
     settings = eval_settings(args)
+    if args.golden:
+        return run_golden(args, settings)
+    if args.tenant or args.acl:
+        raise ConfigError("--tenant/--acl apply to --golden only (a BEIR corpus is indexed under its own tenant)")
     common: dict[str, Any] = dict(
         split=args.split, settings=settings, cache_dir=args.index_dir, max_queries=args.max_queries, depth=args.depth
     )
@@ -192,4 +213,40 @@ def run(args: argparse.Namespace) -> int:
         print(f"es-rag eval: queries failed ({runs}); each is listed in the report and scored as no result",
               file=sys.stderr)  # fmt: skip
         return 1
+    return 0
+
+
+def run_golden(args: argparse.Namespace, settings: Any) -> int:
+    """``eval --golden``: the golden questions on the user's own index and settings.
+
+    Args:
+        args: Parsed arguments.
+        settings: Settings of the run.
+    """
+    import json
+
+    from es_rag.evaluation.golden import evaluate_golden, format_golden, load_golden
+    from es_rag.wiring import build_backend, build_embedder, build_pipeline
+
+    for flag, given in (("--ablate", args.ablate), ("--report", args.report), ("--unit", args.unit != "document")):
+        if given:
+            raise ConfigError(f"{flag} with --golden: golden sets run on your index as it is; drop {flag}")
+    questions = load_golden(args.golden)  # a bad line fails before a model or index is opened
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
+        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        backend.probe()
+    else:
+        backend = build_backend(settings, index_dir=index_dir)
+    pipeline = build_pipeline(settings, backend, build_embedder(settings))
+    result = evaluate_golden(questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress())
+    result["golden"] = str(args.golden)
+    if args.records:
+        with open(args.records, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in result["per_question"])
+    if args.json:
+        print_json(result)
+    else:
+        print(f"golden {args.golden}: {result['questions']} questions")
+        print(format_golden(result))
     return 0

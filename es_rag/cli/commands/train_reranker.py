@@ -47,6 +47,23 @@ def register(sub: Any) -> None:
     g.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
     g.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
     g.add_argument("--learning-rate", type=float, default=3e-5, help="(%(default)s)")
+    c = p.add_argument_group("calibration (es_rag_calibration.json beside the model; see also `es-rag calibrate`)")
+    c.add_argument(
+        "--calibration-split",
+        default="dev",
+        metavar="SPLIT|off",
+        help="split the temperature, bias and no-answer threshold are fitted on after training; when the dataset "
+        "has no such qrels, --calibration-holdout of the training queries is kept out of training instead; off = "
+        "no calibration (%(default)s)",
+    )
+    c.add_argument(
+        "--calibration-holdout",
+        type=float,
+        default=0.2,
+        metavar="SHARE",
+        help="share of judged training queries held out for calibration when --calibration-split is absent "
+        "(%(default)s)",
+    )
     add_bm25_protocol(p)
     add_settings(p, SCOPE)
 
@@ -80,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.index_dir,
         max_queries=args.max_queries,
         log=lambda line: print(line, file=sys.stderr, flush=True),
+        calibration_split=None if args.calibration_split.lower() in ("off", "none") else args.calibration_split,
+        calibration_holdout=args.calibration_holdout,
     )
     summary = report.to_dict()
     summary.pop("losses")

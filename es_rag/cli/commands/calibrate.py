@@ -1,0 +1,135 @@
+"""``es-rag calibrate``: fit a cross-encoder's temperature, bias and no-answer threshold on labelled queries and
+write its calibration file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from es_rag.cli.options import (
+    QUERY_ENCODER,
+    SEARCH_INDEX,
+    acl_groups,
+    add_bm25_protocol,
+    add_json,
+    add_principal,
+    add_settings,
+    add_target,
+    bm25_preset,
+    connection_kwargs,
+    existing_index_dir,
+    settings_from_args,
+    uses_cluster,
+)
+from es_rag.cli.render import print_json, progress
+from es_rag.errors import ConfigError
+
+HELP = "fit a cross-encoder's calibration (temperature, bias, no-answer threshold) on labelled queries"
+DESCRIPTION = (
+    HELP + ". The model is --rerank-model; labels come from a BEIR folder's split (--dataset, indexed on the "
+    "embedded backend) or a golden JSONL file (--golden) run against your own index (--index-dir or --es). "
+    "Temperature and bias: Platt scaling of the raw logit; threshold: the one of the best no-answer accuracy "
+    "(a query is answerable when a relevant candidate reaches the gate). Writes es_rag_calibration.json into "
+    "--out (default: the model directory), where search, eval and the gate read it."
+)
+
+
+SCOPE = {
+    "index": SEARCH_INDEX,
+    "encoder": QUERY_ENCODER,
+    "retrieve": None,
+    "fusion": None,
+    "dedup": None,
+    "rerank": ("model", "k", "batch_size", "max_length", "long_text", "aggregation", "top_m", "backend"),
+    "connection": ("request_timeout",),
+}
+"""Everything up to the reranker's raw scores (the gate, selection and packing do not change what is fitted)."""
+
+
+def register(sub: Any) -> None:
+    """Add the ``calibrate`` parser.
+
+    Args:
+        sub: The subparsers of ``es-rag``.
+    """
+    p = sub.add_parser("calibrate", help=HELP, description=DESCRIPTION)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--dataset", metavar="DIR", help="BEIR folder: corpus*.jsonl, queries.jsonl, qrels/SPLIT.tsv")
+    src.add_argument("--golden", metavar="FILE", help="golden JSONL file (docs/evaluation.md), run on your index")
+    p.add_argument("--split", default="dev", help="qrels split of --dataset; test is refused (%(default)s)")
+    p.add_argument("--max-queries", type=int, default=None, help="fit on the first N queries only")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="directory the calibration file is written to (default: --rerank-model when it is a directory)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
+    add_json(p, "print the fit as JSON")
+    add_principal(p, tenant_required=False)
+    add_target(
+        p,
+        es_help="--golden: run the questions on this cluster (default: the embedded index)",
+        index_dir_help="--golden: the embedded index (default .es_rag/index); --dataset: the embedding cache root",
+    )
+    add_bm25_protocol(p)
+    add_settings(p, SCOPE)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``calibrate``.
+
+    Args:
+        args: Parsed arguments.
+    """
+    from es_rag.evaluation.calibrate import calibrate_beir, calibrate_golden, format_fit, write_calibration
+
+    settings = settings_from_args(args, presets=[bm25_preset(args)])
+    model = settings.rerank.model
+    if model is None:
+        raise ConfigError("--rerank-model: calibrate needs a cross-encoder, not none")
+    out = args.out or (model if Path(model).is_dir() else None)
+    if out is None and not args.dry_run:
+        raise ConfigError(f"--out: {model!r} is not a local directory; say where the calibration file goes")
+    if args.dataset and (uses_cluster(args) or args.tenant or args.acl):
+        raise ConfigError(
+            "--es/--cloud-id/--tenant/--acl apply to --golden only (--dataset indexes the BEIR corpus on the embedded "
+            "backend under its own tenant)"
+        )
+    if args.dataset:
+        fit = calibrate_beir(
+            args.dataset,
+            model,
+            split=args.split,
+            settings=settings,
+            cache_dir=args.index_dir,
+            max_queries=args.max_queries,
+            progress=progress(),
+        )
+    else:
+        from es_rag.wiring import build_backend, build_embedder
+
+        index_dir = existing_index_dir(args)
+        if index_dir is None:
+            backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+            backend.probe()
+        else:
+            backend = build_backend(settings, index_dir=index_dir)
+        fit = calibrate_golden(
+            args.golden,
+            model,
+            backend=backend,
+            embedder=build_embedder(settings),
+            settings=settings,
+            tenant=args.tenant,
+            groups=acl_groups(args.acl),
+            progress=progress(),
+        )
+    path = None if args.dry_run else write_calibration(fit, str(out))
+    if args.json:
+        print_json({**fit.to_file(), "written": str(path) if path else None})
+    else:
+        print(format_fit(fit))
+        print(f"written: {path}" if path else "dry run: nothing written")
+    return 0

@@ -1,0 +1,237 @@
+"""Collecting a cross-encoder's scores on labelled queries and fitting its calibration file.
+
+The queries run through the real :class:`~es_rag.pipeline.RagPipeline` (retrieve -> fusion -> dedup -> rerank), so
+the fit sees exactly the candidates the gate will see at query time (``rerank_k`` of them); their raw scores and
+labels go to :func:`~es_rag.cross_encoder.calibration.fit_calibration`. Sources of labels: a BEIR folder's split
+(a candidate is relevant when its qrels grade is > 0) or a golden file run against the user's own index
+(:mod:`es_rag.evaluation.golden`'s relevance rule).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from es_rag.cross_encoder.calibration import CalibrationFit, ScoredQuery, fit_calibration
+from es_rag.cross_encoder.model import CALIBRATION_FILE
+from es_rag.errors import ConfigError, EsRagError
+from es_rag.filters import SearchFilter
+from es_rag.records import Hit
+from es_rag.settings import Settings
+
+Case = tuple[str, str, SearchFilter, Callable[[Hit], bool]]
+"""``(query_id, query, filter, is_relevant)``."""
+
+
+def scored_queries(pipeline: Any, cases: Iterable[Case], *, progress: bool = False) -> list[ScoredQuery]:
+    """The raw reranker score and the label of every candidate the gate sees, per query.
+
+    Args:
+        pipeline: A pipeline with a cross-encoder.
+        cases: The labelled queries.
+        progress: Show a progress bar.
+
+    Raises:
+        EsRagError: The reranker did not score a query (it failed to load, timed out or fell back).
+    """
+    out = []
+    for qid, text, flt, is_relevant in tqdm(list(cases), desc="calibrate", unit="q", disable=not progress):
+        result = pipeline.search(text, flt)
+        if result.candidates and not result.reranked:
+            raise EsRagError(
+                f"calibrate: query {qid}: the cross-encoder did not score the candidates "
+                f"({result.trace.paths.get('rerank', 'no reranker')})"
+            )
+        out.append(
+            ScoredQuery(
+                qid,
+                tuple(float(h.rerank_score or 0.0) for h in result.candidates),
+                tuple(bool(is_relevant(h)) for h in result.candidates),
+            )
+        )
+    return out
+
+
+def beir_cases(queries: dict[str, str], qrels: dict[str, dict[str, int]], tenant: str) -> list[Case]:
+    """Labelled cases of a BEIR split: a candidate (one document) is relevant when its grade is > 0.
+
+    Args:
+        queries: Query id -> text.
+        qrels: Query id -> doc id -> grade.
+        tenant: Tenant the corpus was indexed under.
+    """
+    flt = SearchFilter(tenant)
+
+    def judge(qid: str) -> Callable[[Hit], bool]:
+        judged = qrels.get(qid, {})
+        return lambda h: judged.get(h.source_id, judged.get(h.chunk_id, 0)) > 0
+
+    return [(qid, text, flt, judge(qid)) for qid, text in queries.items()]
+
+
+def calibration_settings(settings: Settings, model: str) -> Settings:
+    """``settings`` for scoring with ``model``: its raw scores, no result cache, no timeout.
+
+    Args:
+        settings: Base settings.
+        model: Cross-encoder directory or name.
+    """
+    return settings.replace(
+        rerank_model=model,
+        rerank_calibration="none",
+        rerank_temperature=None,
+        rerank_bias=None,
+        rerank_threshold=None,
+        rerank_timeout=None,
+        rerank_cache_size=0,
+    )
+
+
+def calibrate_beir(
+    dataset: str | Path,
+    model: str,
+    *,
+    split: str = "dev",
+    settings: Settings | None = None,
+    cache_dir: str | Path | None = None,
+    max_queries: int | None = None,
+    progress: bool = False,
+    index: Any = None,
+) -> CalibrationFit:
+    """Fit ``model``'s calibration on a BEIR split, the corpus indexed on the embedded backend.
+
+    Args:
+        dataset: BEIR folder.
+        model: Cross-encoder directory or name.
+        split: Qrels split (``test`` is refused: a threshold fitted there would be measured on its own data).
+        settings: Embedding model, BM25 set-up, ``candidate_k`` and ``rerank_k``.
+        cache_dir: Embedding cache root.
+        max_queries: Only the first N queries.
+        progress: Progress bars.
+        index: An :class:`~es_rag.evaluation.index.EvalIndex` of the same corpus (train-reranker passes its own).
+
+    Raises:
+        ConfigError: ``split`` is ``test``.
+    """
+    from es_rag.evaluation.beir import load_beir
+    from es_rag.evaluation.index import build_index
+
+    if split == "test":
+        raise ConfigError("calibrate --split: the test split is for evaluation only; fit on dev (or train)")
+    settings = calibration_settings(settings or Settings(), model)
+    corpus, queries, qrels = load_beir(dataset, split)
+    if max_queries is not None:
+        queries = {q: queries[q] for q in list(queries)[:max_queries]}
+    if index is None:
+        index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
+    data = {"dataset": str(dataset), "split": split}
+    return calibrate_queries(index, queries, qrels, model, settings=settings, data=data, progress=progress)
+
+
+def calibrate_queries(
+    index: Any,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    model: str,
+    *,
+    settings: Settings,
+    data: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> CalibrationFit:
+    """Fit ``model``'s calibration on ``queries`` searched in an indexed BEIR corpus.
+
+    Args:
+        index: An :class:`~es_rag.evaluation.index.EvalIndex`.
+        queries: Query id -> text.
+        qrels: Query id -> doc id -> grade.
+        model: Cross-encoder directory or name.
+        settings: Settings of the index (the model and raw scores are set here).
+        data: Description of the data kept in the fit.
+        progress: Progress bar.
+    """
+    from es_rag.evaluation.index import EVAL_TENANT
+    from es_rag.pipeline import RagPipeline
+    from es_rag.wiring import build_reranker
+
+    settings = calibration_settings(settings, model)
+    pipeline = RagPipeline(
+        index.backend,
+        embedder=index.embedder,
+        settings=settings,
+        tokenizer=index.embedder.tokenizer(),
+        reranker=build_reranker(settings),
+    )
+    scored = scored_queries(pipeline, beir_cases(queries, qrels, EVAL_TENANT), progress=progress)
+    return fit_calibration(scored, data={**(data or {}), "model": model, "rerank_k": settings.rerank.k})
+
+
+def calibrate_golden(
+    golden: str | Path,
+    model: str,
+    *,
+    backend: Any,
+    embedder: Any,
+    settings: Settings,
+    tenant: str | None = None,
+    groups: tuple[str, ...] = (),
+    progress: bool = False,
+) -> CalibrationFit:
+    """Fit ``model``'s calibration on a golden file run against the user's index.
+
+    Args:
+        golden: Golden JSONL file (:mod:`es_rag.evaluation.golden`).
+        model: Cross-encoder directory or name.
+        backend: The user's backend (embedded index or Elasticsearch).
+        embedder: Query embedder.
+        settings: The user's settings.
+        tenant: Default tenant of questions that name none.
+        groups: Default ACL groups.
+        progress: Progress bar.
+    """
+    from es_rag.evaluation.golden import load_golden, question_filter
+    from es_rag.wiring import build_pipeline
+
+    questions = load_golden(golden)
+    settings = calibration_settings(settings, model)
+    pipeline = build_pipeline(settings, backend, embedder)
+    cases = [(q.id, q.question, question_filter(q, tenant, groups), q.relevant) for q in questions]
+    scored = scored_queries(pipeline, cases, progress=progress)
+    return fit_calibration(scored, data={"golden": str(golden), "model": model, "rerank_k": settings.rerank.k})
+
+
+def write_calibration(fit: CalibrationFit, directory: str | Path) -> Path:
+    """Write ``fit`` as the calibration file of a model directory (where the reranker reads it).
+
+    Args:
+        fit: The fit.
+        directory: The cross-encoder's directory (created when missing).
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / CALIBRATION_FILE
+    path.write_text(json.dumps(fit.to_file(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def format_fit(fit: CalibrationFit) -> str:
+    """The fit in a few lines.
+
+    Args:
+        fit: The fit.
+    """
+    acc = "-" if fit.no_answer_accuracy is None else f"{fit.no_answer_accuracy:.4f}"
+    lines = [
+        f"temperature {fit.temperature:.4f}  bias {fit.bias:.4f}  threshold {fit.threshold}",
+        f"data: {fit.queries} queries ({fit.answerable} with a relevant candidate), {fit.pairs} pairs "
+        f"({fit.relevant_pairs} relevant)",
+        f"Brier {fit.brier_before:.4f} -> {fit.brier_after:.4f}   ECE {fit.ece_before:.4f} -> {fit.ece_after:.4f}"
+        "   (before: sigmoid of the raw logit; same pairs)",
+        f"no-answer accuracy {acc}  ({fit.criterion})",
+    ]
+    if fit.note:
+        lines.append(f"note: {fit.note}")
+    return "\n".join(lines)
