@@ -18,6 +18,7 @@ from es_rag.cli.commands import (
     setup,
     sources,
     train_reranker,
+    tune,
 )
 
 COMMANDS: dict[str, ModuleType] = {
@@ -33,5 +34,6 @@ COMMANDS: dict[str, ModuleType] = {
     "delete-source": delete_source,
     "eval": eval,
     "train-reranker": train_reranker,
+    "tune": tune,
 }
 """Command name -> module, in the order ``es-rag --help`` lists them."""
