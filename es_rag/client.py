@@ -88,12 +88,20 @@ class _ReadWriteLock:
                 self._cond.notify_all()
 
 
-def _settings(settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:
+def _settings(
+    settings: Settings | None, overrides: Mapping[str, Any], settings_file: str | Path | None = None
+) -> Settings:
     if settings is not None and not isinstance(settings, Settings):
         raise ConfigError(
             f"settings: expected an es_rag.Settings, got {type(settings).__name__} "
             "(single settings go as keywords: RagClient.open(path, context_k=3))"
         )
+    if settings_file is not None:
+        if settings is not None:
+            raise ConfigError(
+                "settings and settings_file: give one (Settings.from_file(path).replace(...) combines them)"
+            )
+        return Settings.from_file(settings_file, **overrides)
     base = settings if settings is not None else Settings()
     return base.replace(**overrides) if overrides else base
 
@@ -227,6 +235,7 @@ class RagClient:
         es: Any,
         settings: Settings | None = None,
         *,
+        settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
         **overrides: Any,
@@ -238,6 +247,8 @@ class RagClient:
         Args:
             es: A configured ``elasticsearch.Elasticsearch`` or ``elasticsearch.AsyncElasticsearch``.
             settings: Settings (default ``Settings()``).
+            settings_file: A TOML settings file (:meth:`Settings.from_file`) instead of ``settings``; ``overrides``
+                apply over it.
             async_workers: Threads of the executor :meth:`asearch` runs model work in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
             **overrides: Single settings by their flat names (``context_k=3``), applied over ``settings``.
@@ -254,7 +265,7 @@ class RagClient:
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
         # the backend keeps analyzer=auto as given: rag.backend.setup() resolves it against the cluster's plugins
-        given = _settings(settings, overrides)
+        given = _settings(settings, overrides, settings_file)
         return cls(
             ElasticsearchBackend(es, given),
             given,
@@ -278,6 +289,7 @@ class RagClient:
         verify_certs: bool = True,
         ssl_assert_fingerprint: str | None = None,
         cloud_id: str | None = None,
+        settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
         **overrides: Any,
@@ -296,6 +308,8 @@ class RagClient:
             verify_certs: Verify TLS certificates (False only for a throwaway dev cluster).
             ssl_assert_fingerprint: SHA-256 fingerprint of the cluster's certificate, instead of a CA.
             cloud_id: Elastic Cloud deployment id, instead of ``url``.
+            settings_file: A TOML settings file (:meth:`Settings.from_file`) instead of ``settings``; ``overrides``
+                apply over it.
             async_workers: Threads of the executor :meth:`asearch` runs model work and, over this synchronous
                 connection, its Elasticsearch requests in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
@@ -306,7 +320,7 @@ class RagClient:
         """
         from es_rag.elasticsearch.backend import ElasticsearchBackend
 
-        given = _settings(settings, overrides)
+        given = _settings(settings, overrides, settings_file)
         backend = ElasticsearchBackend.connect(
             url,
             given,
@@ -334,6 +348,7 @@ class RagClient:
         index_dir: str | Path | None,
         settings: Settings | None = None,
         *,
+        settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
         **overrides: Any,
@@ -344,6 +359,8 @@ class RagClient:
         Args:
             index_dir: The index folder, or None for an in-memory index (gone with the client).
             settings: Settings (default ``Settings()``); ``vector_dims`` must match a stored index.
+            settings_file: A TOML settings file (:meth:`Settings.from_file`) instead of ``settings``; ``overrides``
+                apply over it.
             async_workers: Threads of the executor :meth:`asearch` runs model work and the index's searches in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
             **overrides: Single settings by their flat names, applied over ``settings``.
@@ -358,7 +375,7 @@ class RagClient:
         folder = Path(index_dir) if index_dir is not None else None
         if folder is not None and folder.exists() and not folder.is_dir():
             raise ConfigError(f"index_dir {folder}: is a file, not a folder")
-        given = _settings(settings, overrides)
+        given = _settings(settings, overrides, settings_file)
         backend = build_backend(resolved_settings(given, plugins=None), index_dir=folder)
         return cls(
             backend,

@@ -5,8 +5,10 @@ default come from :mod:`es_rag.settings.groups`. A command names the settings it
 ``--help`` shows those, one section per stage, and the parser accepts nothing else.
 
 Settings flags default to "not given" (argparse ``SUPPRESS``), so :func:`settings_from_args` can apply,
-in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), presets
-(``--mmr-preset``, ``--bm25-protocol``), then every flag given -- explicit flags always win.
+in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), a preset the command
+applies by default (``eval``'s ``--bm25-protocol beir-multifield`` when the flag is not given), the settings
+file (``--settings FILE``), presets given on the command line (``--mmr-preset``, ``--bm25-protocol``), then
+every flag given -- the command line always wins over the file, and explicit flags over presets.
 """
 
 from __future__ import annotations
@@ -166,6 +168,14 @@ def add_settings(
     """
     base = Settings(**(defaults or {}))
     parser.set_defaults(_settings_defaults=dict(defaults or {}))
+    parser.add_argument(
+        "--settings",
+        dest="settings_file",
+        metavar="FILE",
+        default=None,
+        help="TOML settings file, e.g. from `es-rag tune`: [stage] tables of flat names (bm25_k1 = 0.9); "
+        "over the defaults, under the command line",
+    )
     sections: dict[str, Any] = {}
     for cls in GROUPS:
         if cls.NAME not in scope:
@@ -190,6 +200,37 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in FLAT if hasattr(args, name)}
 
 
+class Preset(dict[str, Any]):
+    """The settings a named preset stands for, and whether the user named it (``explicit``) or the command applies
+    it by default: a default preset sits under the settings file, a named one over it.
+
+    Args:
+        values: Settings by flat name.
+        explicit: Whether the preset was given on the command line.
+    """
+
+    def __init__(self, values: Mapping[str, Any], *, explicit: bool) -> None:
+        super().__init__(values)
+        self.explicit = explicit
+
+
+def file_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of ``--settings FILE`` by flat name (empty without the option).
+
+    Args:
+        args: Parsed arguments.
+
+    Raises:
+        ConfigError: The file cannot be read or holds an invalid setting (the message names the file and key).
+    """
+    path = getattr(args, "settings_file", None)
+    if not path:
+        return {}
+    from es_rag.settings.file import read_settings_file
+
+    return read_settings_file(path)
+
+
 def settings_from_args(
     args: argparse.Namespace,
     *,
@@ -197,18 +238,26 @@ def settings_from_args(
     resolve: bool = True,
     **overrides: Any,
 ) -> Settings:
-    """Settings = defaults, then the command's defaults, then ``presets`` in order, then the flags given,
-    then ``overrides`` (values the command decided itself).
+    """Settings = defaults, then the command's defaults, then the presets the command applies by default, then the
+    settings file (``--settings``), then the presets given on the command line, then the flags given, then
+    ``overrides`` (values the command decided itself).
 
     Args:
         args: Parsed arguments.
-        presets: Preset values by flat name (``--bm25-protocol``, ``--mmr-preset``); flags override them.
+        presets: Preset values by flat name (``--bm25-protocol``, ``--mmr-preset``); flags override them. A
+            :class:`Preset` that is not ``explicit`` goes under the settings file; any other mapping over it.
         resolve: Resolve ``analyzer=auto`` here, by the no-plugin branch; commands that probe a cluster
             (setup, selftest, doctor) pass False and resolve it against the cluster's plugins.
         **overrides: Final values by flat name.
     """
     values: dict[str, Any] = dict(getattr(args, "_settings_defaults", {}))
+    named = [p for p in presets if getattr(p, "explicit", True)]
     for preset in presets:
+        if not getattr(preset, "explicit", True):
+            values.update(preset)
+    from_file = file_settings(args)
+    values.update(from_file)
+    for preset in named:
         values.update(preset)
     values.update(given_settings(args))
     values.update(overrides)
@@ -218,7 +267,12 @@ def settings_from_args(
         values["num_candidates"] = max(retrieve_k, values.get("num_candidates", Settings().retrieve.num_candidates))
     for flat, flag in (("embedding_model", "--embedding-model"), ("rerank_model", "--rerank-model")):
         _check_local_model(given_settings(args).get(flat), flag)
-    settings = Settings(**values)
+    try:
+        settings = Settings(**values)
+    except ConfigError as exc:
+        if not from_file:
+            raise
+        raise ConfigError(f"{exc} (with the settings file {args.settings_file})") from None
     if resolve:
         from es_rag.elasticsearch.assets import resolved_settings
 
@@ -635,7 +689,7 @@ def add_mmr_preset(section: Any) -> None:
     )
 
 
-def mmr_preset(args: argparse.Namespace) -> dict[str, Any]:
+def mmr_preset(args: argparse.Namespace) -> Preset:
     """The settings ``--mmr-preset`` stands for (empty when not given).
 
     Args:
@@ -644,7 +698,11 @@ def mmr_preset(args: argparse.Namespace) -> dict[str, Any]:
     from es_rag.stages.select import lambda_for
 
     preset = getattr(args, "mmr_preset", None)
-    return {"mmr_lambda": lambda_for(preset)} if preset else {}
+    return Preset({"mmr_lambda": lambda_for(preset)} if preset else {}, explicit=True)
+
+
+DEFAULT_BM25_PROTOCOL = "beir-multifield"
+"""The ``--bm25-protocol`` of commands on BEIR-layout datasets when none is named."""
 
 
 def add_bm25_protocol(parser: argparse.ArgumentParser) -> None:
@@ -662,14 +720,15 @@ def add_bm25_protocol(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bm25-protocol",
         choices=[*BM25_PROTOCOLS, "settings"],
-        default="beir-multifield",
+        default=None,
         help="BM25 set-up, a preset that --analyzer, --bm25-fields, --bm25-tie-breaker, --bm25-k1 and --bm25-b "
         f"override: {described} (beir-multifield reproduces BEIR's published BM25); settings = es_rag's own "
-        "defaults (default: %(default)s)",
+        f"defaults (default: {DEFAULT_BM25_PROTOCOL}; a --settings file overrides the default, not a protocol "
+        "named here)",
     )
 
 
-def bm25_preset(args: argparse.Namespace) -> dict[str, Any]:
+def bm25_preset(args: argparse.Namespace) -> Preset:
     """The settings ``--bm25-protocol`` stands for.
 
     Args:
@@ -677,4 +736,5 @@ def bm25_preset(args: argparse.Namespace) -> dict[str, Any]:
     """
     from es_rag.evaluation.beir import BM25_PROTOCOLS
 
-    return dict(BM25_PROTOCOLS.get(getattr(args, "bm25_protocol", "settings"), {}))
+    named = getattr(args, "bm25_protocol", None)
+    return Preset(BM25_PROTOCOLS.get(named or DEFAULT_BM25_PROTOCOL, {}), explicit=named is not None)

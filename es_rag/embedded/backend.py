@@ -325,6 +325,29 @@ class EmbeddedBackend:
         return {"chunks": n(self._children), "parents": n(self._parents)}
 
     # -- reads ---------------------------------------------------------------------------------
+    def with_bm25_query(self, bm25_fields: Sequence[str], tie_breaker: float) -> EmbeddedBackend:
+        """A read-only view of this index that queries other ``multi_match`` fields, boosts and ``tie_breaker`` --
+        query-time settings on Elasticsearch, so changing them needs no new index there, and none here when every
+        field was indexed already (the view shares the per-field BM25 indexes and the vectors; a field not indexed
+        yet makes the view build its own). ``es-rag tune`` scores many query set-ups on one index this way.
+
+        The view must not be written to, nor the index it came from while the view is read.
+
+        Args:
+            bm25_fields: Fields with boosts (``title^2``).
+            tie_breaker: ``best_fields`` tie_breaker.
+        """
+        import copy
+
+        self._refresh()
+        view = copy.copy(self)
+        view._fields = _field_weights(tuple(bm25_fields))
+        view.tie_breaker = float(tie_breaker)
+        if {f for f, _ in view._fields} - {f for f, _ in self._fields}:
+            view._dirty = True
+            view._refresh_lock = threading.Lock()
+        return view
+
     def refresh(self) -> None:
         """Build the search structures (BM25 per field, the vector matrix) now rather than on the next read."""
         self._refresh()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,7 @@ def evaluate(
     settings: Settings | None = None,
     cache_dir: str | Path | None = None,
     max_queries: int | None = None,
+    query_ids: Collection[str] | None = None,
     progress: bool = False,
     depth: int = DEPTH,
     records_path: str | Path | None = None,
@@ -128,6 +129,8 @@ def evaluate(
         settings: Model names, analyzer/BM25 fields, rank constant, rerank_k, context_k, token budget.
         cache_dir: Embedding cache root (default: ``~/.cache/es_rag``).
         max_queries: Evaluate only the first N queries (in qrels order).
+        query_ids: Evaluate only these queries of the split (``es-rag tune``'s dev share of a train split); before
+            ``max_queries``.
         progress: Show progress bars.
         depth: Candidates per channel (= ``candidate_k`` and RRF window of the evaluated pipeline).
         records_path: When set, one JSON run record per query is written there (JSON Lines).
@@ -148,6 +151,10 @@ def evaluate(
         num_candidates=max(depth, settings.retrieve.num_candidates, settings.rerank.k),
     )
     corpus, queries, qrels = load_beir(dataset, split)
+    if query_ids is not None:
+        wanted = set(query_ids)
+        queries = {q: t for q, t in queries.items() if q in wanted}
+        qrels = {q: qrels[q] for q in queries}
     if max_queries is not None:
         keep = list(queries)[:max_queries]
         queries = {q: queries[q] for q in keep}

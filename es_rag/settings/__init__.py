@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from es_rag.errors import ConfigError
@@ -228,6 +229,28 @@ class Settings:
         fit = budget // size
         fits = f"at most {fit} {noun}{'s' if fit > 1 else ''} will fit" if fit else f"not one {noun} of that size fits"
         return f"context_k={k} x {unit} {size} tokens{detail} = {k * size} > token_budget {budget}: {fits}{note}"
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> Settings:
+        """Settings from a TOML settings file (:mod:`es_rag.settings.file`: one table per stage, keys are flat
+        names), with ``overrides`` (flat names) applied over the file.
+
+        Args:
+            path: The settings file (``--settings FILE`` reads the same files).
+            **overrides: Flat setting names that win over the file.
+
+        Raises:
+            ConfigError: The file is missing, not TOML, or holds an unknown key, a value of the wrong type or one
+                its group refuses; every message names the file and the key.
+        """
+        from es_rag.settings.file import read_settings_file
+
+        values = read_settings_file(path)
+        values.update(overrides)
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (flat names or whole groups) applied and validated again.

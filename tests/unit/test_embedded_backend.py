@@ -181,3 +181,32 @@ def test_count_and_neighbours_follow_the_filter_and_every_write() -> None:
     b.index([part(5, 25)])  # a write: the groups are rebuilt
     assert [h.chunk_id for h in b.get_neighbors([anchor], SearchFilter("a"), 1)["c2"]] == ["c0", "c5"]
     assert b.count(SearchFilter("a")) == 4
+
+
+def test_a_bm25_query_view_scores_like_an_index_built_with_those_fields() -> None:
+    """``es-rag tune`` applies fields, boosts and tie_breaker (query-time on Elasticsearch) to a view of one index;
+    the view must score exactly as a backend built with them, and leave the index it came from as it was."""
+    import dataclasses
+
+    docs = [
+        dataclasses.replace(chunk(0, "kinase inhibitor trial"), title="kinase"),
+        dataclasses.replace(chunk(1, "kinase kinase pathway"), title="pathway review"),
+        dataclasses.replace(chunk(2, "unrelated text"), title="kinase inhibitor"),
+    ]
+    wide = EmbeddedBackend(dims=4, bm25_fields=("title", "heading_path", "text"))
+    wide.index(docs)
+    before = [(h.chunk_id, h.bm25_score) for h in wide.bm25("kinase inhibitor", SearchFilter("a"), 3)]
+    for fields, tie in ((("title^3", "text"), 0.0), (("title", "text"), 1.0), (("text",), 0.4)):
+        built = EmbeddedBackend(dims=4, bm25_fields=fields, tie_breaker=tie)
+        built.index(docs)
+        view = wide.with_bm25_query(fields, tie)
+        got = [(h.chunk_id, round(h.bm25_score or 0, 9)) for h in view.bm25("kinase inhibitor", SearchFilter("a"), 3)]
+        want = [(h.chunk_id, round(h.bm25_score or 0, 9)) for h in built.bm25("kinase inhibitor", SearchFilter("a"), 3)]
+        assert got == want, fields
+    assert [(h.chunk_id, h.bm25_score) for h in wide.bm25("kinase inhibitor", SearchFilter("a"), 3)] == before
+    # a field the index never built: the view builds its own, the source index is untouched
+    narrow = EmbeddedBackend(dims=4, bm25_fields=("text",))
+    narrow.index(docs)
+    view = narrow.with_bm25_query(("title",), 0.0)
+    assert [h.chunk_id for h in view.bm25("inhibitor", SearchFilter("a"), 3)] == ["c2"]
+    assert [h.chunk_id for h in narrow.bm25("inhibitor", SearchFilter("a"), 3)] == ["c0"]

@@ -20,6 +20,7 @@ from es_rag.cli.commands import (
     setup,
     sources,
     train_reranker,
+    tune,
 )
 
 COMMANDS: dict[str, ModuleType] = {
@@ -37,5 +38,6 @@ COMMANDS: dict[str, ModuleType] = {
     "eval": eval,
     "train-reranker": train_reranker,
     "calibrate": calibrate,
+    "tune": tune,
 }
 """Command name -> module, in the order ``es-rag --help`` lists them."""
