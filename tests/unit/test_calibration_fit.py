@@ -132,7 +132,8 @@ def test_scored_queries_through_the_pipeline_then_the_fit() -> None:
     from es_rag.pipeline import RagPipeline
     from es_rag.settings import Settings
     from tests.support.corpus import OverlapReranker, WordTokenizer
-    from tests.unit.test_rerank import Embedder, _backend
+    from tests.support.rerank_corpus import Embedder
+    from tests.support.rerank_corpus import rerank_backend as _backend
 
     settings = Settings(vector_dims=3, candidate_k=4, num_candidates=4, rerank_k=4, context_k=3, rerank_model="x",
                         rerank_calibration="none")  # fmt: skip

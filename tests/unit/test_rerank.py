@@ -21,12 +21,13 @@ from es_rag.cross_encoder.model import (
     ranking_text,
 )
 from es_rag.cross_encoder.result_cache import cache_key, normalize_query
-from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.errors import ConfigError
 from es_rag.filters import SearchFilter
 from es_rag.pipeline import RagPipeline
-from es_rag.records import Chunk, Hit
+from es_rag.records import Hit
 from es_rag.settings import Settings
+from tests.support.rerank_corpus import Embedder
+from tests.support.rerank_corpus import rerank_backend as _backend
 
 
 def test_ranking_text_has_structure_and_no_internal_fields() -> None:
@@ -167,43 +168,6 @@ def test_cache_key_covers_model_versions_and_query_normalisation() -> None:
 
 
 # -- through the pipeline -------------------------------------------------------------------------
-TEXTS = [
-    "Reset your password from the account settings page.",
-    "The sync engine retries failed uploads with backoff.",
-    "Error NIM-E1042 means a checksum mismatch during upload.",
-    "Retention keeps deleted files for ninety days.",
-]
-
-
-class Embedder:
-    def embed_query(self, query: str) -> np.ndarray:
-        return np.asarray([1.0, 0.5, 0.25], dtype=np.float32)
-
-
-def _backend() -> EmbeddedBackend:
-    be = EmbeddedBackend(None, dims=3)
-    chunks = []
-    for i, text in enumerate(TEXTS):
-        chunks.append(
-            Chunk(
-                chunk_id=f"c{i}",
-                source_id=f"s{i}",
-                source_version="v1",
-                parent_id=None,
-                heading_path=("Doc",),
-                start_offset=0,
-                end_offset=len(text),
-                chunker_version="t",
-                tenant_id="acme",
-                acl=("public",),
-                title=f"Doc {i}",
-                text=text,
-                token_count=10,
-                vector=np.asarray([1.0, i / 4, (3 - i) / 4], dtype=np.float32),
-            )
-        )
-    be.index(chunks)
-    return be
 
 
 def _pipeline(settings: Settings, reranker: CrossEncoderReranker, tokenizer: Any) -> RagPipeline:
