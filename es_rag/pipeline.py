@@ -27,6 +27,7 @@ from es_rag.cross_encoder.result_cache import ResultCache
 from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.filters import SearchFilter
+from es_rag.flows import adrive, drive
 from es_rag.records import CHANNEL_SCORE_FIELD, Hit, StageRecord, Trace
 from es_rag.settings import Settings, VectorMode
 from es_rag.stages import boost, expand, fusion, gate, pack, select
@@ -364,18 +365,7 @@ class RagPipeline:
             query: The user's query (non-empty).
             flt: Tenant, ACL groups and metadata filter.
         """
-        flow = self._flow(query, flt)
-        try:
-            step = next(flow)
-            while True:
-                try:
-                    value = self._run_step(step)
-                except Exception as exc:
-                    step = flow.throw(exc)
-                    continue
-                step = flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return drive(self._flow(query, flt), self._run_step)
 
     def _run_step(self, step: Step) -> Any:
         if isinstance(step, Model):
@@ -418,18 +408,7 @@ class RagPipeline:
                 return await in_executor(getattr(self.backend, step.method), *step.args)
             return await in_executor(step.fn, _LoopBackend(self.backend, loop) if aio else self.backend)
 
-        flow = self._flow(query, flt)
-        try:
-            step = next(flow)
-            while True:
-                try:
-                    value = await run_step(step)
-                except Exception as exc:
-                    step = flow.throw(exc)
-                    continue
-                step = flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return await adrive(self._flow(query, flt), run_step)
 
     def _flow(self, query: str, flt: SearchFilter) -> Flow[SearchResult]:
         """Every stage for ``query``, yielding each step that does I/O or model work (see the module docstring)."""

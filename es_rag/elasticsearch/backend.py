@@ -24,7 +24,7 @@ from es_rag.backend import EmbeddingState, IndexReport, Retrieval, validate_chun
 from es_rag.elasticsearch.admin import ClusterAdmin
 from es_rag.elasticsearch.aliases import embedding_versions_request, parse_embedding_versions
 from es_rag.elasticsearch.bodies import count_request, neighbors_request, parents_request, search_requests
-from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send, adrive, drive, exception_cause
+from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send, exception_cause
 from es_rag.elasticsearch.probe import UNKNOWN_VERSION, Capabilities, version_tuple
 from es_rag.elasticsearch.responses import (
     error_reason,
@@ -37,6 +37,7 @@ from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
+from es_rag.flows import adrive, drive
 from es_rag.query import diversify_blocker, es_rerank_blocker, plan_search, semantic_mode
 from es_rag.records import CHANNEL_SCORE_FIELD, Chunk, Hit
 from es_rag.settings import MmrPath, Settings, VectorMode

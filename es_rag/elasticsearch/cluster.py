@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from es_rag.elasticsearch.probe import (
 from es_rag.elasticsearch.responses import error_reason
 from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError, LicenseError
 from es_rag.es_request import EsRequest
+from es_rag.flows import adrive, drive
 from es_rag.settings import FusionPath, Settings
 
 TRANSPORT_RETRY_STATUSES = (502, 503, 504)
@@ -182,47 +183,6 @@ Flow = Generator[Send, Any, R]
 """Request logic without I/O: a generator that yields each :class:`Send` and receives its body. The same flow runs
 on a synchronous client (:func:`drive`) and on an ``AsyncElasticsearch`` (:func:`adrive`), so both send the same
 bodies in the same order and read the answers the same way."""
-
-
-def drive(flow: Flow[R], send: Callable[[Send], Any]) -> R:
-    """Run ``flow`` to its result, sending each request with ``send``; an error ``send`` raises is thrown into the
-    flow at the request that caused it (the flow may catch it, e.g. a licence refusal).
-
-    Args:
-        flow: The flow.
-        send: Sends one :class:`Send` and returns the body.
-    """
-    try:
-        step = next(flow)
-        while True:
-            try:
-                body = send(step)
-            except Exception as exc:
-                step = flow.throw(exc)
-                continue
-            step = flow.send(body)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
-async def adrive(flow: Flow[R], asend: Callable[[Send], Awaitable[Any]]) -> R:
-    """:func:`drive` with an awaitable ``asend``.
-
-    Args:
-        flow: The flow.
-        asend: Sends one :class:`Send` and returns (awaitably) the body.
-    """
-    try:
-        step = next(flow)
-        while True:
-            try:
-                body = await asend(step)
-            except Exception as exc:
-                step = flow.throw(exc)
-                continue
-            step = flow.send(body)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 def is_async_client(client: Any) -> bool:
