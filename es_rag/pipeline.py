@@ -1,7 +1,8 @@
 """The retrieval pipeline: embed -> retrieve (BM25 + kNN, same filters) -> fuse -> dedup -> rerank
--> gate (dynamic top-k, no-answer) -> business rules -> select (MMR + caps) -> expand (parent /
-neighbours) -> pack, with a trace of every stage. Every stage takes and returns :class:`Hit` lists,
-writes its own score and records each dropped hit with its reason (see docs/post_retrieval.md).
+-> escalate (off unless a stronger scorer is given) -> gate (dynamic top-k, no-answer) -> business rules
+-> select (MMR + caps) -> expand (parent / neighbours) -> pack, with a trace of every stage. Every stage takes
+and returns :class:`Hit` lists, writes its own score and records each dropped hit with its reason
+(see docs/post_retrieval.md).
 
 The stages are written once, as a generator (:meth:`RagPipeline._flow`) that yields each step doing I/O or model work
 (:class:`Model`, :class:`Io`, :class:`WithBackend`) and receives its result. :meth:`RagPipeline.search` runs the steps
@@ -34,6 +35,7 @@ from es_rag.stages import boost, expand, fusion, gate, pack, select
 from es_rag.stages.base import StageOutput
 from es_rag.stages.boost import BusinessRules
 from es_rag.stages.dedup import dedup_hits
+from es_rag.stages.escalate import EscalateStage, EscalationScorer, HitScorer, build_scorer
 from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
 from es_rag.stages.pack import PackedContext
 from es_rag.stages.rerank import RerankStage
@@ -110,7 +112,8 @@ class SearchResult:
         hits: The packed evidence, best first.
         context: The packed context with citations.
         trace: Every stage's record and the paths taken.
-        candidates: The hits after the rerank stage (reranked, or in fused order), before the gate.
+        candidates: The hits the gate received: reranked (and escalated, when the escalate stage re-ordered them), or
+            in fused order.
         status: The gate's verdict (``evidence``, ``no_sufficient_evidence``, ``undecided``).
         status_basis: What the gate used, in words.
         channels: Per retrieval channel, the chunk ids it returned, best first (empty when fused natively).
@@ -186,6 +189,9 @@ class RagPipeline:
         business_rules: Soft ranking rules; None = built from the settings.
         cache: Rerank result cache; None = an in-memory LRU of ``settings.rerank.cache_size`` entries
             (no cache when that is 0).
+        escalation_scorer: A stronger scorer for the escalate stage (:mod:`es_rag.stages.escalate`): any
+            ``(query, passages) -> scores`` callable (an LLM listwise ranker); None = a cross-encoder for
+            ``settings.escalate.model`` when set, else no escalation.
     """
 
     def __init__(
@@ -198,6 +204,7 @@ class RagPipeline:
         reranker: CrossEncoderReranker | None = None,
         business_rules: BusinessRules | None = None,
         cache: ResultCache | None = None,
+        escalation_scorer: EscalationScorer | HitScorer | None = None,
     ) -> None:
         self.backend = backend
         self.embedder = embedder
@@ -215,6 +222,7 @@ class RagPipeline:
             else (ResultCache(settings.rerank.cache_size) if settings.rerank.cache_size > 0 else None)
         )
         self.rerank_stage = RerankStage(reranker, settings.rerank, self.cache)
+        self.escalate_stage = EscalateStage(build_scorer(settings, escalation_scorer), settings.escalate)
         self._pack_tok: Tokenizer | None = None
         self._embedding_checked: EmbeddingState | None = None
         self._pack_tok_error: str | None = None
@@ -231,12 +239,15 @@ class RagPipeline:
         if warm is not None:
             warm()
         self.rerank_stage.warm_up()
+        self.escalate_stage.warm_up()
         self.calibration()
         self.pack_tokenizer()
 
     def close(self) -> None:
-        """Release what the pipeline started (the rerank timeout's worker thread); the backend is the caller's."""
+        """Release what the pipeline started (the rerank and escalation timeouts' worker threads); the backend is the
+        caller's."""
         self.rerank_stage.close()
+        self.escalate_stage.close()
 
     # -- stages ----------------------------------------------------------------------------
     def _embed(self, query: str, trace: Trace) -> Flow[np.ndarray | None]:
@@ -441,8 +452,20 @@ class RagPipeline:
                     ranked.info["es_rerank_fallback"] = why
                     ranked.path = f"{ranked.path} (Elasticsearch rerank not used: {why})"
                 self._record(st, ranked, trace)
+        reranked = bool(ranked.info.get("reranked"))
+        if self.escalate_stage.enabled:
+            with trace.stage("escalate", in_count=len(ranked.hits)) as st:
+                escalated: StageOutput = yield Model(
+                    functools.partial(
+                        self.escalate_stage.run,
+                        query,
+                        ranked.hits,
+                        reranked=reranked,
+                        calibration=self.calibration(),
+                    )
+                )
+                ranked = self._record(st, escalated, trace)
         with trace.stage("gate", in_count=len(ranked.hits)) as st:
-            reranked = bool(ranked.info.get("reranked"))
             gated = gate.run(ranked.hits, reranked=reranked, calibration=self.calibration(), settings=s.gate)
             self._record(st, gated, trace)
         with trace.stage("boost", in_count=len(gated.hits)) as st:

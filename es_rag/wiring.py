@@ -120,16 +120,25 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
     )
 
 
-def build_pipeline(settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder) -> RagPipeline:
+def build_pipeline(
+    settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder, *, escalation_scorer: Any = None
+) -> RagPipeline:
     """The full pipeline over ``backend``.
 
     Args:
         settings: Settings.
         backend: A backend.
         embedder: Query embedder; its tokenizer also counts the context budget.
+        escalation_scorer: A ``(query, passages) -> scores`` callable for the escalate stage; None = the cross-encoder
+            ``settings.escalate.model`` names, or no escalation.
     """
     return RagPipeline(
-        backend, embedder=embedder, settings=settings, tokenizer=embedder.tokenizer(), reranker=build_reranker(settings)
+        backend,
+        embedder=embedder,
+        settings=settings,
+        tokenizer=embedder.tokenizer(),
+        reranker=build_reranker(settings),
+        escalation_scorer=escalation_scorer,
     )
 
 

@@ -33,7 +33,7 @@ SEARCH_INDEX = ("prefix", "generation", "analyzer", "language", "bm25_k1", "bm25
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
 QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision")
 """The ``encoder`` settings a query needs."""
-POST_RETRIEVAL = ("dedup", "rerank", "gate", "boost", "select", "expand", "pack")
+POST_RETRIEVAL = ("dedup", "rerank", "escalate", "gate", "boost", "select", "expand", "pack")
 
 SEARCH_SCOPE: Scope = {
     "index": SEARCH_INDEX,
@@ -265,7 +265,11 @@ def settings_from_args(
     if retrieve_k is not None and "num_candidates" not in given_settings(args):
         # kNN needs num_candidates >= k: raise it with --candidate-k unless the user set it too
         values["num_candidates"] = max(retrieve_k, values.get("num_candidates", Settings().retrieve.num_candidates))
-    for flat, flag in (("embedding_model", "--embedding-model"), ("rerank_model", "--rerank-model")):
+    for flat, flag in (
+        ("embedding_model", "--embedding-model"),
+        ("rerank_model", "--rerank-model"),
+        ("escalate_model", "--escalate-model"),
+    ):
         _check_local_model(given_settings(args).get(flat), flag)
     try:
         settings = Settings(**values)

@@ -74,7 +74,8 @@ def beir_cases(queries: dict[str, str], qrels: dict[str, dict[str, int]], tenant
 
 
 def calibration_settings(settings: Settings, model: str) -> Settings:
-    """``settings`` for scoring with ``model``: its raw scores, no result cache, no timeout.
+    """``settings`` for scoring with ``model``: its raw scores, no result cache, no timeout, no escalation (the
+    escalate stage moves first-stage scores by position, which would pair a label with another hit's score).
 
     Args:
         settings: Base settings.
@@ -88,6 +89,7 @@ def calibration_settings(settings: Settings, model: str) -> Settings:
         rerank_threshold=None,
         rerank_timeout=None,
         rerank_cache_size=0,
+        escalate_model=None,
     )
 
 

@@ -47,6 +47,7 @@ from es_rag.settings.groups import (
     ConnectionSettings,
     DedupSettings,
     EncoderSettings,
+    EscalateSettings,
     ExpandSettings,
     FusionSettings,
     GateSettings,
@@ -78,6 +79,7 @@ __all__ = [
     "DedupSettings",
     "Device",
     "EncoderSettings",
+    "EscalateSettings",
     "ExactChannel",
     "ExpandMode",
     "ExpandSettings",
@@ -162,6 +164,7 @@ class Settings:
     fusion: FusionSettings
     dedup: DedupSettings
     rerank: RerankSettings
+    escalate: EscalateSettings
     gate: GateSettings
     boost: BoostSettings
     select: SelectSettings

@@ -3,7 +3,7 @@
 and its help text, from which the CLI builds its options.
 
 Group name = stage (trace stage, module, ``--help`` section): ``index``, ``encoder``, ``chunking``,
-``retrieve``, ``fusion``, ``dedup``, ``rerank``, ``gate``, ``boost``, ``select``, ``expand``, ``pack``,
+``retrieve``, ``fusion``, ``dedup``, ``rerank``, ``escalate``, ``gate``, ``boost``, ``select``, ``expand``, ``pack``,
 plus ``connection`` (how long to wait for Elasticsearch). Rules that span two groups (candidate counts,
 vector dimensions of a quantized index type) live in :class:`es_rag.settings.Settings`.
 """
@@ -525,6 +525,73 @@ class RerankSettings(Group):
             )
 
 
+ESCALATION_TRIGGERS = ("low_top1", "tie", "conflict", "always")
+"""What can send the top of the reranked list to the escalation scorer (:mod:`es_rag.stages.escalate`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EscalateSettings(Group):
+    """Dynamic routing (seed 002 §20, §27 step 6): a stronger scorer re-orders the top hits when the first ranking is
+    unsure. Off unless a scorer is given."""
+
+    NAME: ClassVar[str] = "escalate"
+    TITLE: ClassVar[str] = (
+        "escalate: a stronger scorer re-orders the top hits when the ranking is unsure (off by default)"
+    )
+
+    model: str | None = opt(
+        None,
+        flat="escalate_model",
+        metavar="MODEL_OR_DIR|none",
+        help="a stronger cross-encoder that re-scores the top hits when a trigger fires (in Python any "
+        "(query, passages) -> scores callable); none: escalation off",
+    )
+    top_n: int = opt(20, flat="escalate_top_n", help="hits at the top of the ranking the escalation scorer re-orders")
+    timeout: float | None = opt(
+        5.0,
+        flat="escalate_timeout",
+        metavar="SECONDS|off",
+        help="abandon an escalation call after this and keep the first ranking",
+    )
+    on: tuple[str, ...] = opt(
+        ("tie", "conflict"),
+        flat="escalate_on",
+        metavar="TRIGGER,...",
+        help="when to escalate: low_top1 (top-1 below --escalate-min-top1), tie (top-1 minus top-2 below "
+        "--escalate-margin), conflict (two versions of one source among the top hits), always",
+    )
+    min_top1: float | None = opt(
+        None,
+        flat="escalate_min_top1",
+        metavar="SCORE|off",
+        help="low_top1 fires when top-1 scores below this, on the gate's scale (calibrated, else raw)",
+    )
+    margin: float = opt(
+        0.05, flat="escalate_margin", help="tie fires when top-1 beats top-2 by less than this, on the gate's scale"
+    )
+
+    def __post_init__(self) -> None:
+        if self.model is not None and str(self.model).strip().lower() in ("", "none", "off"):
+            object.__setattr__(self, "model", None)
+        self._int("top_n", minimum=2)
+        self._number("timeout", above=0.0)
+        self._number("min_top1", low=float("-inf"))
+        self._number("margin", above=0.0)
+        on = (self.on,) if isinstance(self.on, str) else tuple(self.on)
+        triggers = tuple(dict.fromkeys(t.strip().lower() for part in on for t in str(part).split(",") if t.strip()))
+        for trigger in triggers:
+            if trigger not in ESCALATION_TRIGGERS:
+                raise ConfigError(f"escalate_on: unknown trigger {trigger!r}; valid: {', '.join(ESCALATION_TRIGGERS)}")
+        if not triggers:
+            raise ConfigError(f"escalate_on: at least one trigger is needed ({', '.join(ESCALATION_TRIGGERS)})")
+        object.__setattr__(self, "on", triggers)
+        if "low_top1" in triggers and self.min_top1 is None:
+            raise ConfigError(
+                "escalate_on low_top1: needs escalate_min_top1 (the score under which top-1 counts as low; no "
+                "universal value, it depends on the model's scale)"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class GateSettings(Group):
     """Dynamic top-k: where the reranked list is cut."""
@@ -674,6 +741,7 @@ GROUPS: tuple[type[Group], ...] = (
     FusionSettings,
     DedupSettings,
     RerankSettings,
+    EscalateSettings,
     GateSettings,
     BoostSettings,
     SelectSettings,

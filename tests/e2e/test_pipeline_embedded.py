@@ -287,3 +287,23 @@ def test_cli_rejects_invalid_knob_values(cli_index, capsys) -> None:  # type: ig
     assert main(["search", "x", "--tenant", "acme", "--channel-weights", "dense", *cli_index]) == 2
     err = capsys.readouterr().err
     assert "expected NAME=NUMBER" in err and len(err.strip().splitlines()) == 1  # one line, no usage block
+
+
+def test_cli_escalation_flags_reach_the_pipeline(cli_index, tiny_cross_encoder, capsys) -> None:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    ce = str(tiny_cross_encoder)
+    query = ["search", "rotate the API key NIM-E1042", "--tenant", "acme", "--json", *cli_index, "--rerank-model", ce]
+    flags = ["--escalate-model", ce, "--escalate-on", "always", "--escalate-top-n", "3", "--escalate-timeout", "off"]
+    assert main([*query, *flags]) == 0
+    out = json.loads(capsys.readouterr().out)
+    names = [s["name"] for s in out["trace"]["stages"]]
+    assert names[names.index("rerank") + 1 : names.index("rerank") + 3] == ["escalate", "gate"]
+    escalate = next(s for s in out["trace"]["stages"] if s["name"] == "escalate")
+    assert escalate["info"]["escalated"] is True and escalate["info"]["fired"] == ["always"]
+    assert escalate["info"]["scorer"] == f"cross-encoder {ce}" and len(escalate["info"]["rows"]) == 3
+    assert out["trace"]["paths"]["escalate"].startswith(f"escalated (always) to cross-encoder {ce}: order ")
+    # off by default: no escalate stage at all
+    assert main(query) == 0
+    assert "escalate" not in [s["name"] for s in json.loads(capsys.readouterr().out)["trace"]["stages"]]
+    assert main([*query, "--escalate-on", "ties"]) == 2
+    assert "escalate_on: unknown trigger 'ties'" in capsys.readouterr().err
