@@ -196,6 +196,8 @@ class RagClient:
         index_dir: The embedded index folder; None in memory or on a cluster.
         async_workers: Threads of the executor :meth:`asearch` runs model work in.
         telemetry: True, False or a :class:`~es_rag.telemetry.StageTelemetry`.
+        escalation_scorer: A ``(query, passages) -> scores`` callable (an LLM listwise ranker) for the escalate
+            stage (:mod:`es_rag.stages.escalate`); None: the cross-encoder ``escalate_model`` names, or none.
     """
 
     def __init__(
@@ -208,6 +210,7 @@ class RagClient:
         index_dir: Path | None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
+        escalation_scorer: Any = None,
     ) -> None:
         from es_rag.elasticsearch.assets import resolved_settings
 
@@ -227,6 +230,7 @@ class RagClient:
         self._async_workers = _workers(async_workers)
         self._executor: ThreadPoolExecutor | None = None
         self._telemetry = _telemetry(telemetry)
+        self._escalation_scorer = escalation_scorer
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod
@@ -238,6 +242,7 @@ class RagClient:
         settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
+        escalation_scorer: Any = None,
         **overrides: Any,
     ) -> RagClient:
         """A client over the app's own ``elasticsearch.Elasticsearch`` or ``AsyncElasticsearch`` client: its connection
@@ -251,6 +256,8 @@ class RagClient:
                 apply over it.
             async_workers: Threads of the executor :meth:`asearch` runs model work in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
+            escalation_scorer: A ``(query, passages) -> scores`` callable for the escalate stage (None: the
+                cross-encoder ``escalate_model`` names, or no escalation).
             **overrides: Single settings by their flat names (``context_k=3``), applied over ``settings``.
 
         Raises:
@@ -274,6 +281,7 @@ class RagClient:
             index_dir=None,
             async_workers=async_workers,
             telemetry=telemetry,
+            escalation_scorer=escalation_scorer,
         )
 
     @classmethod
@@ -292,6 +300,7 @@ class RagClient:
         settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
+        escalation_scorer: Any = None,
         **overrides: Any,
     ) -> RagClient:
         """A client over a new connection to ``url`` (or an Elastic Cloud ``cloud_id``), which :meth:`close` closes.
@@ -313,6 +322,8 @@ class RagClient:
             async_workers: Threads of the executor :meth:`asearch` runs model work and, over this synchronous
                 connection, its Elasticsearch requests in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
+            escalation_scorer: A ``(query, passages) -> scores`` callable for the escalate stage (None: the
+                cross-encoder ``escalate_model`` names, or no escalation).
             **overrides: Single settings by their flat names, applied over ``settings``.
 
         Raises:
@@ -340,6 +351,7 @@ class RagClient:
             index_dir=None,
             async_workers=async_workers,
             telemetry=telemetry,
+            escalation_scorer=escalation_scorer,
         )
 
     @classmethod
@@ -351,6 +363,7 @@ class RagClient:
         settings_file: str | Path | None = None,
         async_workers: int = DEFAULT_ASYNC_WORKERS,
         telemetry: bool | StageTelemetry = False,
+        escalation_scorer: Any = None,
         **overrides: Any,
     ) -> RagClient:
         """A client over the embedded index in ``index_dir`` (what ``es-rag ingest --index-dir`` writes; created by
@@ -363,6 +376,8 @@ class RagClient:
                 apply over it.
             async_workers: Threads of the executor :meth:`asearch` runs model work and the index's searches in.
             telemetry: Export spans and metrics (:mod:`es_rag.telemetry`).
+            escalation_scorer: A ``(query, passages) -> scores`` callable for the escalate stage (None: the
+                cross-encoder ``escalate_model`` names, or no escalation).
             **overrides: Single settings by their flat names, applied over ``settings``.
 
         Raises:
@@ -385,6 +400,7 @@ class RagClient:
             index_dir=folder,
             async_workers=async_workers,
             telemetry=telemetry,
+            escalation_scorer=escalation_scorer,
         )
 
     # -- properties -----------------------------------------------------------------------------------------------
@@ -488,7 +504,12 @@ class RagClient:
 
                     if self._on_cluster and probe:
                         self._backend.probe()  # a cluster that is down or refuses us fails before a model loads
-                    built = build_pipeline(self._settings, self._backend, self._loaded_embedder())
+                    built = build_pipeline(
+                        self._settings,
+                        self._backend,
+                        self._loaded_embedder(),
+                        escalation_scorer=self._escalation_scorer,
+                    )
                     built.warm_up()
                     self._pipeline = built
                 pipeline = self._pipeline

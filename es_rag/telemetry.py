@@ -3,8 +3,8 @@
 Everything is read from the :class:`~es_rag.records.Trace` the pipeline already records -- counts, drops, paths,
 timings, model versions -- and nothing is measured twice. Spans are exported when the search has returned, with the
 times the trace recorded: one ``es_rag.search`` span (child of the caller's current span) and under it one
-``es_rag.<stage>`` span per stage (``embed_query``, ``retrieve``, ``fusion``, ``dedup``, ``rerank``, ``gate``,
-``boost``, ``select``, ``expand``, ``pack``).
+``es_rag.<stage>`` span per stage (``embed_query``, ``retrieve``, ``fusion``, ``dedup``, ``rerank``, ``escalate``
+when a scorer is configured, ``gate``, ``boost``, ``select``, ``expand``, ``pack``).
 
 Span attributes: ``es_rag.stage``, ``es_rag.hits_in``, ``es_rag.hits_out``, ``es_rag.dropped``, ``es_rag.ms``,
 ``es_rag.path`` (the stage's line in ``trace.paths``: ``native-rrf``/``client-rrf``, ``client-embedding``,

@@ -383,3 +383,17 @@ def test_calibration_never_escalates() -> None:
     from es_rag.evaluation.calibrate import calibration_settings
 
     assert calibration_settings(Settings(escalate_model="big"), "m").escalate.model is None
+
+
+def test_rag_client_takes_an_escalation_scorer(tiny_bi_encoder: Path) -> None:
+    from es_rag import RagClient
+    from tests.support.apps import ACME_SUPPORT, tiny_settings
+
+    scorer = Reverse()
+    with RagClient.open(None, tiny_settings(tiny_bi_encoder), escalation_scorer=scorer, escalate_on="always") as rag:
+        rag.ingest_texts(ACME_SUPPORT, tenant="acme", acl="support")
+        result = rag.search("reset the password", tenant="acme", acl="support")
+        again = asyncio.run(rag.asearch("reset the password", tenant="acme", acl="support"))
+    st = _stage(result)
+    assert st.info["escalated"] is True and st.info["scorer"] == "reverse-scorer" and len(scorer.calls) == 2
+    assert _ids(result.candidates) == _ids(again.candidates) == st.info["new_order"] + _ids(result.candidates)[20:]
