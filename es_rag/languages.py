@@ -240,6 +240,8 @@ def document_language(text: str, meta: Mapping[str, Any] | None, corpus_language
         corpus_language: The ``--language`` setting.
     """
     given = (meta or {}).get("language")
+    if isinstance(given, (list, tuple)):  # a keyword field holds a list once normalised; the first is the language
+        given = given[0] if given else None
     if given:
         return LanguageDecision(check_code(str(given), "meta.language"), "given")
     if corpus_language:

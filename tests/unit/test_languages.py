@@ -68,6 +68,7 @@ def test_a_document_language_the_user_gave_wins_over_detection() -> None:
     assert document_language(text, {"language": "en"}, None).code == "en"  # meta.language (front matter, --meta)
     assert document_language(text, {}, "en").code == "en"  # --language
     assert document_language(text, {"language": "ja-JP"}, "en").code == "ja"  # the document's own wins
+    assert document_language(text, {"language": ["ja"]}, None).code == "ja"  # as MetadataSchema.normalise keeps it
     decided = document_language(text, {}, None)
     assert (decided.code, decided.how) == ("ja", "detected")
     assert document_language("E1042", {}, None).code is None  # too short: unknown
