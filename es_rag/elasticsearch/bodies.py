@@ -299,7 +299,7 @@ def _fusion_body(
     if len(children) == 1:
         body["retriever"] = children[0]
         return body
-    weights = settings.fusion.channel_weights
+    weights = settings.fusion.channel_weights  # per-language dense weight: see es_rag.stages.fusion.fuse_channels
     if settings.fusion.method == "linear":
         # the normalizer per child only: a top-level normalizer next to retrievers is refused by 9.1
         # ("[linear] [normalizer] cannot be provided when [retrievers] is specified") and unknown to 9.0
