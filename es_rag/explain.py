@@ -50,6 +50,8 @@ def explain_sections(
     # the plan a search would follow where native fusion is on offer (the same function decides retrieve's path)
     plan = plan_search(query, vector, settings, native_available=True in paths, version=version)
     notes: list[str] = []
+    if plan.bm25 is not None:
+        notes.append(plan.bm25.describe())
     if plan.identifiers:
         notes.append(
             f"exact channel: identifiers {list(plan.identifiers)} as match_phrase on {', '.join(EXACT_FIELDS)}"

@@ -29,6 +29,7 @@ from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.filters import SearchFilter
 from es_rag.flows import adrive, drive
+from es_rag.query import bm25_route
 from es_rag.records import CHANNEL_SCORE_FIELD, Hit, StageRecord, Trace
 from es_rag.settings import Settings, VectorMode
 from es_rag.stages import boost, expand, fusion, gate, pack, select
@@ -164,6 +165,7 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
         "heading_path": list(hit.heading_path),
         "start_offset": hit.start_offset,
         "end_offset": hit.end_offset,
+        "language": hit.language,
         "text": hit.text,
         "scores": hit.scores(),
         "ranks": dict(hit.ranks),
@@ -321,6 +323,9 @@ class RagPipeline:
                 for name, hits in ret.channels.items()
             }
             st.info["took_ms"] = ret.took_ms
+            route = bm25_route(query, self.settings)  # memoised: the plan the backend followed computed it
+            st.info["query_language"] = route.language.describe()
+            st.info["bm25_fields"] = list(route.fields)
             if ret.notes:
                 st.info["notes"] = ret.notes
             if ret.licence_fallback:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import regex
 
+from es_rag.languages import LanguageDecision, query_language, routed_fields
 from es_rag.settings import FusionMethod, MmrPath, Settings, VectorMode
 from es_rag.stages.fusion import NATIVE_NORMALIZERS
 
@@ -88,6 +90,50 @@ def exact_channel_active(query_text: str, settings: Settings) -> bool:
         settings: ``exact_channel`` (``auto`` or ``off``).
     """
     return settings.retrieve.exact_channel == "auto" and bool(extract_identifiers(query_text))
+
+
+@dataclass(frozen=True)
+class Bm25Route:
+    """Which fields the BM25 channel of one query searches, and why.
+
+    Attributes:
+        language: The query's language (:func:`es_rag.languages.query_language`).
+        fields: ``multi_match`` fields with boosts: ``--bm25-fields`` with each field that has per-language subfields
+            replaced by its subfield of ``language`` (:func:`es_rag.languages.routed_fields`).
+    """
+
+    language: LanguageDecision
+    fields: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``query language ja (detected, p=1.00): bm25 fields [...]`` (a trace note)."""
+        return f"query language {self.language.describe()}: bm25 fields {list(self.fields)}"
+
+
+@lru_cache(maxsize=4096)
+def _route(
+    query_text: str, mode: str, languages: tuple[str, ...], corpus: str | None, fields: tuple[str, ...]
+) -> Bm25Route:
+    decision = query_language(query_text, mode, languages, corpus)
+    return Bm25Route(decision, routed_fields(fields, decision.code, languages))
+
+
+def bm25_route(query_text: str, settings: Settings) -> Bm25Route:
+    """The BM25 fields of one query: those of its language (``--query-language``, ``--languages``), else the base
+    fields. Every backend and body builder asks here, so they query the same fields (memoised per query and
+    settings: the detector runs once per query).
+
+    Args:
+        query_text: The user's query.
+        settings: ``query_language``, ``languages``, ``language`` and ``bm25_fields``.
+    """
+    return _route(
+        query_text,
+        settings.retrieve.query_language,
+        settings.index.language_codes,
+        settings.index.language,
+        tuple(settings.retrieve.bm25_fields),
+    )
 
 
 def semantic_mode(settings: Settings) -> bool:
@@ -244,6 +290,7 @@ class SearchPlan:
         method: ``rrf`` or ``linear``.
         native_blocked: Why native fusion is not used although the cluster offers it (``one channel`` or a
             :func:`native_blocker` reason), None otherwise.
+        bm25: The query's language and the fields the BM25 channel searches (:func:`bm25_route`).
     """
 
     channels: tuple[str, ...]
@@ -251,6 +298,7 @@ class SearchPlan:
     native: bool
     method: FusionMethod
     native_blocked: str | None = None
+    bm25: Bm25Route | None = None
 
     @property
     def fallback(self) -> str | None:
@@ -295,4 +343,5 @@ def plan_search(
         native=native_available and blocked is None,
         method=settings.fusion.method,
         native_blocked=blocked,
+        bm25=bm25_route(query_text, settings),
     )

@@ -56,6 +56,8 @@ class Chunk:
     contextual_text: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     visible_text: str | None = None
+    language: str | None = None
+    """ISO 639-1 language of the chunk's document (:func:`es_rag.languages.document_language`), None when unknown."""
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -98,6 +100,8 @@ class Chunk:
             doc["parent_id"] = self.parent_id
         if self.embedding_version is not None:
             doc["embedding_version"] = self.embedding_version
+        if self.language is not None:
+            doc["language"] = self.language
         if self.meta:
             doc["meta"] = dict(self.meta)
         if include_vector and self.vector is not None:
@@ -143,6 +147,7 @@ class Hit:
     chunker_version: str | None = None
     embedding_version: str | None = None
     source_path: str | None = None
+    language: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     bm25_score: float | None = None
@@ -203,6 +208,7 @@ class Hit:
             chunker_version=source.get("chunker_version"),
             embedding_version=source.get("embedding_version"),
             source_path=source.get("source_path"),
+            language=None if source.get("language") is None else str(source["language"]),
             meta=dict(source.get("meta") or {}),
             vector=vector,
             visible_text=None if source.get("visible_text") is None else str(source["visible_text"]),

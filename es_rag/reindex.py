@@ -435,6 +435,7 @@ class EmbeddedGenerations:
             tie_breaker=like.tie_breaker,
             bm25_k1=like.k1,
             bm25_b=like.b,
+            languages=settings.index.languages,
         )
 
     def swap(self, generation: str, *, migrate: bool = False) -> str:

@@ -117,6 +117,7 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
         bm25_k1=settings.index.bm25_k1,
         bm25_b=settings.index.bm25_b,
         similarity=settings.index.similarity,
+        languages=settings.index.languages,
     )
 
 

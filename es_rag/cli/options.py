@@ -29,7 +29,17 @@ from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
 Scope = Mapping[str, Sequence[str] | None]
 """Settings a command reads: group name -> field names (None = every field of the group)."""
 
-SEARCH_INDEX = ("prefix", "generation", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields")
+SEARCH_INDEX = (
+    "prefix",
+    "generation",
+    "analyzer",
+    "language",
+    "languages",
+    "bm25_k1",
+    "bm25_b",
+    "similarity",
+    "metadata_fields",
+)
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
 QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision")
 """The ``encoder`` settings a query needs."""

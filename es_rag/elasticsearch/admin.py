@@ -26,6 +26,7 @@ from es_rag.elasticsearch.probe import (
 from es_rag.elasticsearch.responses import error_reason
 from es_rag.errors import ClusterError, ConfigError
 from es_rag.es_request import EsRequest
+from es_rag.languages import needs_plugins, resolve_languages
 from es_rag.query import native_blocker
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
@@ -165,6 +166,9 @@ class ClusterAdmin(ClusterClient):
         settings = self.settings
         if settings.index.analyzer is Analyzer.AUTO:  # the probe is needed only to resolve auto
             settings = settings.replace(analyzer=self.resolve_analyzer().analyzer)
+        if needs_plugins(settings.index.languages):  # ja -> ja:kuromoji with the plugin, else ja:cjk
+            plugins = self.probe().analysis_plugins
+            settings = settings.replace(languages=resolve_languages(settings.index.languages, plugins=plugins))
         problems = self.preflight()
         if problems:
             raise ConfigError("setup would be refused, nothing was sent: " + "; ".join(problems))

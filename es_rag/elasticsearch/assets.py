@@ -29,7 +29,7 @@ from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 8
+ASSET_VERSION = 9
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
 
 CHUNK_PIPELINE_ASSET = {
@@ -160,6 +160,7 @@ def _context(settings: Settings) -> dict[str, Any]:
         "meta_mapping": settings.index.metadata_schema().es_properties(),
         "metadata_schema_version": METADATA_SCHEMA_VERSION,
         "analyzer": settings.index.analyzer.value,
+        "languages": settings.index.language_analyses(),
         "bm25_k1": float(settings.index.bm25_k1),
         "bm25_b": float(settings.index.bm25_b),
         "inference_id": settings.encoder.inference_id,

@@ -33,7 +33,7 @@ import numpy as np
 
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
-from es_rag.query import channel_plan, extract_identifiers, semantic_mode
+from es_rag.query import bm25_route, channel_plan, extract_identifiers, semantic_mode
 from es_rag.settings import SEMANTIC_FIELD, Settings
 from es_rag.stages.fusion import check_window
 
@@ -55,6 +55,7 @@ SOURCE_FIELDS = [
     "token_count",
     "content_hash",
     "source_path",
+    "language",
     "meta",
     "vector",
 ]
@@ -77,14 +78,16 @@ def source_spec(*, vectors_in_source_param: bool = True) -> dict[str, Any]:
 
 
 def bm25_query(query_text: str, settings: Settings | None = None) -> dict[str, Any]:
-    """BM25 ``multi_match`` (``best_fields``) over the configured fields.
+    """BM25 ``multi_match`` (``best_fields``) over the configured fields, or over their subfields of the query's
+    language (``text.en``, ``title.ja``: :func:`es_rag.query.bm25_route`).
 
     Args:
         query_text: The user's query.
-        settings: Gives ``bm25_fields`` and ``bm25_tie_breaker`` (default settings when None).
+        settings: Gives ``bm25_fields``, ``bm25_tie_breaker`` and the language routing (default settings when None).
     """
     s = settings or Settings()
-    mm: dict[str, Any] = {"query": query_text, "fields": list(s.retrieve.bm25_fields), "type": "best_fields"}
+    fields = list(bm25_route(query_text, s).fields)
+    mm: dict[str, Any] = {"query": query_text, "fields": fields, "type": "best_fields"}
     if s.retrieve.bm25_tie_breaker:
         mm["tie_breaker"] = s.retrieve.bm25_tie_breaker
     return {"multi_match": mm}
@@ -296,7 +299,7 @@ def _fusion_body(
     if len(children) == 1:
         body["retriever"] = children[0]
         return body
-    weights = settings.fusion.channel_weights
+    weights = settings.fusion.channel_weights  # per-language dense weight: see es_rag.stages.fusion.fuse_channels
     if settings.fusion.method == "linear":
         # the normalizer per child only: a top-level normalizer next to retrievers is refused by 9.1
         # ("[linear] [normalizer] cannot be provided when [retrievers] is specified") and unknown to 9.0
@@ -455,7 +458,7 @@ def search_template_params(
         "num_candidates": settings.retrieve.num_candidates,
         "rank_window_size": settings.retrieve.candidate_k,
         "rank_constant": settings.fusion.rank_constant,
-        "fields": list(settings.retrieve.bm25_fields),
+        "fields": list(bm25_route(query_text, settings).fields),  # the query language's subfields, as bm25_query
         "source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
     if settings.retrieve.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it

@@ -10,6 +10,10 @@ document score is the best boosted field score. Scores are not bit-identical to 
 Tokenisation (every field and the query): the mirror of the configured Elasticsearch analyzer
 (``standard``, ``english``, ``cjk``: :mod:`es_rag.embedded.analyzers`); without one, lower-cased Unicode word runs
 with runs of CJK characters as overlapping bigrams (:func:`es_rag.embedded.analyzers.analyze`, re-exported here).
+Per-language subfields (``text.en``, ``title.ja``: ``--languages``, :mod:`es_rag.languages`) are BM25 indexes of the
+same field values under the mirror of that language's analyzer (``english``; ``cjk`` for ja, zh, ko, as the
+template's ``kuromoji`` has no mirror), built the first time a query searches them; a query is analysed per field,
+as ``multi_match`` does, and a field the index lacks scores nothing (Elasticsearch skips an unmapped field).
 """
 
 from __future__ import annotations
@@ -34,12 +38,17 @@ from es_rag.embedded.generations import live_directory
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.filters import SearchFilter
+from es_rag.languages import DEFAULT_LANGUAGES, LANGUAGE_FIELDS, parse_languages
 from es_rag.query import plan_search
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionSnapshot
 
 FORMAT_VERSION = 1
+
+
+LANGUAGE_MIRRORS = {"english": Analyzer.ENGLISH, "cjk": Analyzer.CJK, "kuromoji": Analyzer.CJK}
+"""The embedded mirror of each per-language analyzer of the templates (kuromoji: cjk bigrams)."""
 
 
 def _field_weights(fields: Sequence[str]) -> list[tuple[str, float]]:
@@ -117,6 +126,8 @@ class EmbeddedBackend:
         similarity: The ``dense_vector`` similarity: kNN scores (and the vectors it accepts) follow it as
             Elasticsearch computes them (:func:`knn_scores`). None: the stored index's, else cosine; a stored
             index keeps the similarity it was built with (another one is refused, as a mapping change would be).
+        languages: The per-language subfields (``--languages``: ``en``, ``ja``, ``ja:kuromoji``); None: the
+            default (:data:`es_rag.languages.DEFAULT_LANGUAGES`).
     """
 
     name = "embedded"
@@ -132,6 +143,7 @@ class EmbeddedBackend:
         bm25_fields: Sequence[str] | None = None,
         tie_breaker: float = 0.0,
         similarity: Similarity | str | None = None,
+        languages: Sequence[str] | None = None,
     ) -> None:
         self.similarity = Similarity(similarity) if similarity is not None else Similarity.COSINE
         self._similarity_given = similarity is not None
@@ -146,6 +158,10 @@ class EmbeddedBackend:
         self._analyze = get_analyzer(self.analyzer)
         self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else RetrieveSettings().bm25_fields)
         self.tie_breaker = float(tie_breaker)
+        analyses = parse_languages(DEFAULT_LANGUAGES if languages is None else languages)
+        self.languages = {a.code: LANGUAGE_MIRRORS[a.analyzer] for a in analyses}
+        """Subfield language -> the analyzer mirror of its BM25 index."""
+        self._field_lock = threading.Lock()
         self._children: dict[str, dict[str, Any]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._parents: dict[str, dict[str, Any]] = {}
@@ -327,9 +343,9 @@ class EmbeddedBackend:
     # -- reads ---------------------------------------------------------------------------------
     def with_bm25_query(self, bm25_fields: Sequence[str], tie_breaker: float) -> EmbeddedBackend:
         """A read-only view of this index that queries other ``multi_match`` fields, boosts and ``tie_breaker`` --
-        query-time settings on Elasticsearch, so changing them needs no new index there, and none here when every
-        field was indexed already (the view shares the per-field BM25 indexes and the vectors; a field not indexed
-        yet makes the view build its own). ``es-rag tune`` scores many query set-ups on one index this way.
+        query-time settings on Elasticsearch, so changing them needs no new index there, and none here (the view
+        shares the per-field BM25 indexes and the vectors; a field not indexed yet is built by the view on first
+        use). ``es-rag tune`` scores many query set-ups on one index this way.
 
         The view must not be written to, nor the index it came from while the view is read.
 
@@ -343,9 +359,7 @@ class EmbeddedBackend:
         view = copy.copy(self)
         view._fields = _field_weights(tuple(bm25_fields))
         view.tie_breaker = float(tie_breaker)
-        if {f for f, _ in view._fields} - {f for f, _ in self._fields}:
-            view._dirty = True
-            view._refresh_lock = threading.Lock()
+        view._field_lock = threading.Lock()  # a field the index lacks is built by the view, for the view
         return view
 
     def refresh(self) -> None:
@@ -358,8 +372,6 @@ class EmbeddedBackend:
         with self._refresh_lock:  # two concurrent reads of a changed store: one builds, the other waits
             if not self._dirty:
                 return
-            import bm25s
-
             ids = list(self._children)
             docs = [self._children[c] for c in ids]
             matrix = (
@@ -369,21 +381,51 @@ class EmbeddedBackend:
             )
             # The filter columns, built with the matrix in the same row order (es_rag.embedded.columns).
             columns = FilterColumns(docs)
-            indices: dict[str, Any] = {}
-            for fld, _ in self._fields:
-                corpus = []
-                for d in docs:
-                    value = d.get(fld) or ""
-                    corpus.append(self._analyze(" ".join(value) if isinstance(value, list) else str(value)))
-                if any(corpus):  # bm25s cannot index a field that is empty in every document
-                    model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-                    model.index(corpus, show_progress=False)
-                    indices[fld] = model
+            indices: dict[str, Any] = {fld: self._build_field(fld, docs) for fld, _ in self._fields}
             # published only when complete: a read never sees new ids with an old matrix or a half-built BM25
             self._ids, self._matrix, self._bm25, self._columns = ids, matrix, indices, columns
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
             self._groups = None  # built lazily by _neighbor_groups
             self._dirty = False
+
+    def _field_analyzer(self, fld: str) -> Callable[[str], list[str]] | None:
+        """The analyzer of a BM25 field: the configured one for a base field, the language's mirror for a
+        per-language subfield (``text.en``), None for a field the index does not have."""
+        base, _, sub = fld.partition(".")
+        if not sub:
+            return self._analyze
+        if base in LANGUAGE_FIELDS and sub in self.languages:
+            return get_analyzer(self.languages[sub])
+        return None
+
+    def _field_index(self, fld: str) -> Any | None:
+        """The BM25 index of one field (base field or per-language subfield) of the current index state, built on
+        first use; None when the field does not exist or is empty in every document."""
+        self._refresh()
+        if fld in self._bm25:
+            return self._bm25[fld]
+        with self._field_lock:
+            if fld not in self._bm25:
+                built = self._build_field(fld, [self._children[c] for c in self._ids])
+                self._bm25 = {**self._bm25, fld: built}  # a new dict: a concurrent read keeps a consistent one
+        return self._bm25[fld]
+
+    def _build_field(self, fld: str, docs: Sequence[dict[str, Any]]) -> Any | None:
+        import bm25s
+
+        analyze = self._field_analyzer(fld)
+        if analyze is None:
+            return None
+        source = fld.partition(".")[0]
+        corpus = []
+        for d in docs:
+            value = d.get(source) or ""
+            corpus.append(analyze(" ".join(value) if isinstance(value, list) else str(value)))
+        if not any(corpus):  # bm25s cannot index a field that is empty in every document
+            return None
+        model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+        model.index(corpus, show_progress=False)
+        return model
 
     def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
         """Identifier tokens of one field for every document, their lengths and a postings map
@@ -482,25 +524,41 @@ class EmbeddedBackend:
         cid = self._ids[i]
         return Hit.from_source(self._children[cid], vector=self._vectors[cid])
 
-    def bm25(self, query_text: str, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
-        """Filtered BM25 top k (multi_match best_fields over the configured fields, with tie_breaker).
+    def bm25(
+        self,
+        query_text: str,
+        flt: SearchFilter,
+        k: int,
+        *,
+        mask: np.ndarray | None = None,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        """Filtered BM25 top k (multi_match best_fields over the fields, with tie_breaker).
 
         Args:
             query_text: The query.
             flt: Hard filter, applied before the top k.
             k: Number of hits.
             mask: Precomputed filter mask (internal reuse).
+            fields: ``field^boost`` items to search (a query language's subfields, :func:`es_rag.query.bm25_route`);
+                None: the configured ``bm25_fields``.
         """
         self._refresh()
         if not self._ids:
             return []
         mask = self._mask(flt) if mask is None else mask
-        tokens = self._analyze(query_text)
         best = np.zeros(len(self._ids), dtype=np.float64)
         total = np.zeros(len(self._ids), dtype=np.float64)
-        for fld, boost in self._fields:
-            model = self._bm25.get(fld)
-            if model is None or not tokens:
+        analysed: dict[Callable[[str], list[str]], list[str]] = {}
+        for fld, boost in self._fields if fields is None else _field_weights(fields):
+            model = self._field_index(fld)
+            analyze = self._field_analyzer(fld)
+            if model is None or analyze is None:
+                continue
+            tokens = analysed.get(analyze)
+            if tokens is None:
+                tokens = analysed[analyze] = analyze(query_text)
+            if not tokens:
                 continue
             known = _scorable_tokens(model, tokens)
             if not known:
@@ -558,7 +616,8 @@ class EmbeddedBackend:
         for name in plan.channels:
             t0 = time.perf_counter()
             if name == "bm25":
-                channels[name] = self.bm25(query_text, flt, k, mask=mask)
+                fields = plan.bm25.fields if plan.bm25 is not None else None
+                channels[name] = self.bm25(query_text, flt, k, mask=mask, fields=fields)
             elif name == "dense" and query_vector is not None:
                 channels[name] = self.knn(query_vector, flt, k, mask=mask)
             elif name == "exact":

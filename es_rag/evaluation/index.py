@@ -108,6 +108,7 @@ def build_index(
         bm25_k1=settings.index.bm25_k1,
         bm25_b=settings.index.bm25_b,
         similarity=settings.index.similarity,
+        languages=settings.index.languages,
     )
     chunks = [
         Chunk(

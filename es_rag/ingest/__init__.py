@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
-from es_rag.errors import InputError
+from es_rag.errors import ConfigError, InputError
 from es_rag.ingest.report import IngestReport
 from es_rag.ingest.sources import (
     MAX_FILE_BYTES,
@@ -43,6 +43,7 @@ from es_rag.ingest.sources import (
     iter_files,
     load_files,
 )
+from es_rag.languages import document_language
 from es_rag.metadata import MetadataSchema
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
@@ -77,10 +78,12 @@ def chunk_documents(
     *,
     progress: bool = False,
     schema: MetadataSchema | None = None,
+    corpus_language: str | None = None,
 ) -> tuple[list[Chunk], list[Chunk]]:
     """Chunk every document; a failing document (its metadata included) is reported and skipped, a child over
     the model's input limit is reported in ``report.warnings``. Every chunk and parent of a document carries
-    its validated metadata (:meth:`es_rag.metadata.MetadataSchema.normalise`).
+    its validated metadata (:meth:`es_rag.metadata.MetadataSchema.normalise`) and the document's language
+    (:func:`es_rag.languages.document_language`: its ``meta.language``, else ``corpus_language``, else detected).
 
     Args:
         docs: Sources.
@@ -88,6 +91,8 @@ def chunk_documents(
         report: Receives failures, warnings, counts and the chunking time.
         progress: Show a progress bar.
         schema: The index's metadata fields (default: the built-in ones).
+        corpus_language: The ``--language`` setting: the language of every document without a ``meta.language``
+            (None: each is detected).
     """
     schema = schema or MetadataSchema()
     t0 = time.perf_counter()
@@ -109,8 +114,12 @@ def chunk_documents(
             if not any(c.kind == "child" for c in chunks):
                 raise InputError(_doc_name(doc), "text", "no chunkable text (e.g. headings only)")
             meta = schema.normalise(doc.meta, document=_doc_name(doc))
-            if meta:
-                chunks = [dataclasses.replace(c, meta=meta) for c in chunks]
+            try:
+                language = document_language(doc.text, meta, corpus_language).code
+            except ConfigError as exc:
+                raise InputError(_doc_name(doc), "meta.language", str(exc)) from None
+            if meta or language:
+                chunks = [dataclasses.replace(c, meta=meta, language=language) for c in chunks]
         except InputError as err:
             report.failed.append(err.as_dict())
             continue
@@ -257,6 +266,7 @@ def ingest_documents(
     listeners: Sequence[LineageListener] = (),
     server_chunking: bool = False,
     schema: MetadataSchema | None = None,
+    corpus_language: str | None = None,
 ) -> IngestReport:
     """Chunk, embed and index ``docs`` batch by batch, then switch each source to its new version.
 
@@ -286,6 +296,7 @@ def ingest_documents(
         server_chunking: Write sections as retrieval units and let the cluster chunk and embed them;
             ``embedder`` must then be None.
         schema: The index's metadata fields (default: the built-in ones).
+        corpus_language: See :func:`chunk_documents`.
     """
     if server_chunking and embedder is not None:
         raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
@@ -317,7 +328,7 @@ def ingest_documents(
         for doc in docs:
             with lock:
                 warned = len(report.warnings)
-                kids, sections = chunk_documents([doc], chunker, report, schema=schema)
+                kids, sections = chunk_documents([doc], chunker, report, schema=schema, corpus_language=corpus_language)
                 if server_chunking:
                     kids = section_units(kids, sections)
                     # the model's input limit is the server chunker's concern here, not a per-section warning
@@ -482,6 +493,7 @@ def ingest_sources(
             listeners=listeners,
             server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
             schema=settings.index.metadata_schema(),
+            corpus_language=settings.index.language,
         )
     if sync_scopes is not None:
         from es_rag.ingest.sync import sync_removed

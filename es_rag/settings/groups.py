@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from es_rag.errors import ConfigError
+from es_rag.languages import DEFAULT_LANGUAGES, LanguageAnalysis, check_code, parse_languages
 from es_rag.metadata import MetadataSchema
 from es_rag.settings.base import (
     BBQ_DEFAULT_OVERSAMPLE,
@@ -77,8 +78,16 @@ class IndexSettings(Group):
         None,
         metavar="CODE",
         shown="unset",
-        help="corpus language (ISO 639-1: en, ja, zh, ko, ...), read by --analyzer auto; a non-CJK language "
-        "always gives standard",
+        help="corpus language (ISO 639-1: en, ja, zh, ko, ...), read by --analyzer auto (a non-CJK language "
+        "always gives standard); set, it is the language of every document without its own meta.language (no "
+        "detection), and of a query whose language --query-language auto cannot tell",
+    )
+    languages: tuple[str, ...] = opt(
+        DEFAULT_LANGUAGES,
+        metavar="CODE[:ANALYZER],...|none",
+        help="per-language subfields of title, heading_path and text (text.en, text.ja, ...) next to the base field: "
+        "en = english, ja = kuromoji when the cluster has the analysis-kuromoji plugin, else cjk (ja:cjk forces it), "
+        "zh, ko = cjk; fixed when the index is created, give the same list to every command",
     )
     bm25_k1: float = opt(
         1.2, help="BM25 k1 of every text field: the index's default similarity and the embedded mirror"
@@ -134,6 +143,9 @@ class IndexSettings(Group):
         MetadataSchema.declare(self.metadata_fields)  # raises ConfigError on a bad declaration
         if self.language is not None:
             object.__setattr__(self, "language", str(self.language).strip().lower() or None)
+        specs = (self.languages,) if isinstance(self.languages, str) else tuple(self.languages)
+        specs = tuple(s for item in specs for s in str(item).split(","))
+        object.__setattr__(self, "languages", tuple(a.spec if ":" in s else a.code for s, a in _analyses(specs)))
         self._number("bm25_k1", low=0.0, high=100.0)
         self._number("bm25_b", low=0.0, high=1.0)
         over = self.vector_rescore_oversample
@@ -146,6 +158,15 @@ class IndexSettings(Group):
                 )
             if not (over == 0 or 1.0 <= over <= 10.0):
                 raise ConfigError(f"vector_rescore_oversample: must be 0 or within [1, 10], got {over}")
+
+    def language_analyses(self) -> tuple[LanguageAnalysis, ...]:
+        """The per-language subfields of the index (:func:`es_rag.languages.parse_languages`)."""
+        return parse_languages(self.languages)
+
+    @property
+    def language_codes(self) -> tuple[str, ...]:
+        """The languages with subfields (``en``, ``ja``)."""
+        return tuple(a.code for a in self.language_analyses())
 
     def metadata_schema(self) -> MetadataSchema:
         """The metadata fields of the index (:mod:`es_rag.metadata`)."""
@@ -311,6 +332,11 @@ class ChunkingSettings(Group):
             raise ConfigError(f"chunk_overlap ({self.overlap}) must be >= 0 and < chunk_max_tokens ({self.max_tokens})")
 
 
+def _analyses(specs: tuple[str, ...]) -> list[tuple[str, LanguageAnalysis]]:
+    kept = [s.strip().lower() for s in specs if s.strip().lower() not in ("", "none", "off")]
+    return list(zip(kept, parse_languages(kept), strict=True))
+
+
 def _parse_field_spec(spec: str) -> None:
     name, sep, boost = str(spec).partition("^")
     if not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) or (sep and not re.fullmatch(r"\d+(\.\d+)?", boost)):
@@ -335,6 +361,12 @@ class RetrieveSettings(Group):
     exact_channel: ExactChannel = opt(
         ExactChannel.AUTO, help="auto: add the exact-match channel when the query holds identifiers like E1042"
     )
+    query_language: str = opt(
+        "auto",
+        metavar="auto|none|CODE",
+        help="the language whose subfields (--languages) BM25 queries instead of the base fields: auto = detected "
+        "among --languages (py3langid), else --language, else the base fields; none = always the base fields",
+    )
 
     def __post_init__(self) -> None:
         self._int("candidate_k")
@@ -354,6 +386,10 @@ class RetrieveSettings(Group):
             _parse_field_spec(spec)
         self._number("bm25_tie_breaker", low=0.0, high=1.0)
         self._enum("exact_channel", ExactChannel)
+        mode = str(self.query_language).strip().lower()
+        object.__setattr__(
+            self, "query_language", mode if mode in ("auto", "none") else check_code(mode, "query_language")
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -241,6 +241,9 @@ def fuse_channels(channels: dict[str, list[Hit]], settings: Settings) -> list[Hi
     """
     fusion, window = settings.fusion, settings.retrieve.candidate_k
     names = list(channels)
+    # A per-language dense weight (0 for a language the embedding model does not fit) belongs in channel_weights,
+    # set per query from es_rag.query.bm25_route(query, settings).language before the search; native fusion reads
+    # the same weights (es_rag.elasticsearch.bodies._fusion_body).
     weights = [fusion.channel_weights.get(n, 1.0) for n in names]
     if fusion.method == "linear":
         scored = [

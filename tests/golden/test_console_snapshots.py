@@ -87,8 +87,10 @@ EXACT_NOTE = (
 )
 SETUP_NOTE = (
     "# analyzer standard: --analyzer auto, no cluster probed (analysis-kuromoji assumed absent), no --language "
-    "given; a Japanese/CJK corpus needs --language ja|zh|ko"
+    "given; a Japanese/CJK corpus needs --language ja|zh|ko; language subfields en:english, ja:cjk"
 )
+EN_ROUTE = "# query language en (detected, p=1.00): bm25 fields ['title.en^2', 'heading_path.en^1.5', 'text.en']"
+"""An English query searches the ``.en`` subfields (es_rag.languages)."""
 
 #: snapshot file -> the comment lines the console output carries, in order.
 GATE_NOTE = (
@@ -100,21 +102,24 @@ COMMENTS: dict[str, list[str]] = {
     "setup_dry_run_default.console.txt": [SETUP_NOTE],
     "setup_dry_run_language_ja.console.txt": [
         "# analyzer cjk: --analyzer auto, no cluster probed (analysis-kuromoji assumed absent), corpus language ja "
-        "(Japanese): cjk bigrams"
+        "(Japanese): cjk bigrams; language subfields en:english, ja:cjk"
     ],
     "explain_reset_password_acme_support_dims8.console.txt": [
         GATE_NOTE,
+        EN_ROUTE,
         NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_channel_acme_support_dims8.console.txt": [
         GATE_NOTE,
+        EN_ROUTE,
         EXACT_NOTE,
         NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_linear_weighted_acme_support_dims8.console.txt": [
         GATE_NOTE,
+        EN_ROUTE,
         EXACT_NOTE,
         "# channel weights: dense=2.0 (any other channel 1.0)",
         NATIVE_LINEAR,
@@ -122,11 +127,13 @@ COMMENTS: dict[str, list[str]] = {
     ],
     "explain_client_zscore_acme_support_dims8.console.txt": [
         GATE_NOTE,
+        EN_ROUTE,
         "# native fusion not used (normalizer zscore exists only client-side): client path only",
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
     ],
     "explain_es_rerank_diversify_acme_support_dims8.console.txt": [
         GATE_NOTE,
+        EN_ROUTE,
         NATIVE_RRF,
         "# rerank: Elasticsearch text_similarity_reranker my-rerank over the top 40 (Enterprise/trial licence, "
         "Elasticsearch >= 8.14); the local cross-encoder is skipped, and is the fallback on a licence 403 or a cluster "

@@ -76,6 +76,9 @@ SETUP_VARIANTS: dict[str, Settings] = {
     **{f"analyzer={a.value}": Settings(analyzer=a) for a in Analyzer if a not in (Analyzer.STANDARD, Analyzer.AUTO)},
     **{f"similarity={s.value}": Settings(similarity=s) for s in Similarity if s is not Similarity.COSINE},
     "prefix=acme-kb": Settings(index_prefix="acme-kb"),
+    # per-language multi-fields (es_rag.languages): none, and kuromoji for ja (the plugin's analyzer) with zh
+    "languages=none": Settings(languages="none"),
+    "languages=en,ja:kuromoji,zh": Settings(languages="en,ja:kuromoji,zh"),
     "dims=8": Settings(vector_dims=8),
     "dims=1024": Settings(vector_dims=1024),
     # dense_vector index_options: always explicit (9.1+ would pick bbq_hnsw at >= 384 dims), rescore where it applies
@@ -105,6 +108,8 @@ SEARCH_VARIANTS: dict[str, Settings] = {
     "default": Settings(),
     "weights=bm25:1,dense:2": Settings(channel_weights={"bm25": 1.0, "dense": 2.0}),
     "weights=dense:0.5": Settings(channel_weights={"dense": 0.5}),  # bm25 weight defaults to 1.0
+    # QUERY is English: routed to the .en subfields by default; here the base fields
+    "query-language=none": Settings(query_language="none"),
     "prefix=acme-kb": Settings(index_prefix="acme-kb"),
     "dims=8": Settings(vector_dims=8),
     "dims=1024": Settings(vector_dims=1024),

@@ -58,7 +58,16 @@ from tests.support.es_transport import (  # noqa: E402
     unauthorized_error,
 )
 
-SETTINGS = Settings(candidate_k=20, num_candidates=40, rerank_k=10, context_k=5, rank_constant=42, rerank_model=None)
+# ja:cjk: every analyzer concrete, so setup sends no probe (a bare ja asks the cluster whether kuromoji is installed)
+SETTINGS = Settings(
+    candidate_k=20,
+    num_candidates=40,
+    rerank_k=10,
+    context_k=5,
+    rank_constant=42,
+    rerank_model=None,
+    languages="en,ja:cjk",
+)
 CHUNKS_INDEX = SETTINGS.chunk_index  # es-rag-chunks
 SEARCH = f"/{CHUNKS_INDEX}/_search"
 MSEARCH = f"/{CHUNKS_INDEX}/_msearch"

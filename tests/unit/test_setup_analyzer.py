@@ -127,13 +127,38 @@ def test_setup_resolves_auto_from_the_probed_plugins(plugins: list[str], languag
 
 
 def test_setup_with_a_concrete_analyzer_does_not_probe() -> None:
-    settings = Settings(analyzer="english", rerank_model=None)
+    # concrete analyzers everywhere: the base field's and each language's (a bare ja would need the plugin list)
+    settings = Settings(analyzer="english", languages="en,ja:cjk", rerank_model=None)
     backend, node = _setup_backend(KUROMOJI, settings)
     backend.setup()
     # no probe (GET /, _license, _nodes/plugins, ...): only setup's own preflight and obsolete-component reads
     reads = {r.path for r in node.calls("GET")}
     assert reads == {"/_index_template"} | {f"/{p}" for p in obsolete_asset_paths(settings)}
     assert _installed_text_analyzer(node, settings) == "english"
+
+
+@pytest.mark.parametrize(
+    ("plugins", "languages", "expected"),
+    [
+        (KUROMOJI, "en,ja", {"es_rag_en": "english", "es_rag_ja": "kuromoji"}),
+        (["analysis-icu"], "en,ja", {"es_rag_en": "english", "es_rag_ja": "cjk"}),
+        (KUROMOJI, "en,ja:cjk", {"es_rag_en": "english", "es_rag_ja": "cjk"}),  # given: kept
+        (KUROMOJI, "zh", {"es_rag_zh": "cjk"}),  # kuromoji does not segment Chinese
+    ],
+)
+def test_setup_resolves_the_language_subfields_from_the_probed_plugins(
+    plugins: list[str], languages: str, expected: dict[str, str]
+) -> None:
+    settings = Settings(analyzer="standard", languages=languages, rerank_model=None)
+    backend, node = _setup_backend(plugins, settings)
+    backend.setup()
+    (put,) = node.calls("PUT", f"_component_template/{settings.index.prefix}-chunks")
+    analyzers = put.body["template"]["settings"]["index"]["analysis"]["analyzer"]
+    assert {k: v["type"] for k, v in analyzers.items() if k.startswith("es_rag_") and len(k) == 9} == expected
+    text = put.body["template"]["mappings"]["properties"]["text"]["fields"]
+    assert {k: v["analyzer"] for k, v in text.items() if k in ("en", "ja", "zh")} == {
+        k[len("es_rag_") :]: k for k in expected
+    }
 
 
 # ------------------------------------------------------------------------------ doctor

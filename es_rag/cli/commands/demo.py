@@ -16,7 +16,7 @@ HELP = (
     "ingest the bundled sample corpus into a temporary embedded index, run its queries and score them as a golden set"
 )
 SCOPE = {
-    "index": ("analyzer", "language", "bm25_k1", "bm25_b", "similarity"),
+    "index": ("analyzer", "language", "languages", "bm25_k1", "bm25_b", "similarity"),
     "encoder": ("model", "dims", "device", "precision"),
     "chunking": None,
     "retrieve": None,
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             backend=backend,
             report=report,
             progress=progress(),
+            corpus_language=settings.index.language,
         )
         backend.flush()
         say(

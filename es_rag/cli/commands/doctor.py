@@ -10,7 +10,7 @@ from es_rag.cli.render import print_json, print_tree
 
 HELP = "what the cluster (or this machine) supports and which path each stage takes"
 SCOPE = {
-    "index": ("prefix", "analyzer", "language"),
+    "index": ("prefix", "analyzer", "language", "languages"),
     "encoder": ("model", "inference_id", "vector_mode", "semantic_chunking", "device", "precision"),
     "fusion": ("path", "method", "normalizer", "channel_weights"),
     "rerank": ("model",),

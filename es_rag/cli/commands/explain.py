@@ -19,7 +19,7 @@ from es_rag.cli.options import (
 
 HELP = "print the Elasticsearch request(s) a search sends (no cluster needed)"
 SCOPE = {
-    "index": ("prefix", "metadata_fields"),
+    "index": ("prefix", "language", "languages", "metadata_fields"),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
     "retrieve": None,
     "fusion": None,

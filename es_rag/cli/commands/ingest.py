@@ -25,7 +25,7 @@ from es_rag.cli.render import print_report, print_sources_problems, progress, wa
 
 HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
 SCOPE = {
-    "index": ("prefix", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
+    "index": ("prefix", "analyzer", "language", "languages", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
     "encoder": ("model", "dims", "inference_id", "vector_mode", "device", "precision", "encode_workers"),
     "chunking": None,
     "ingest": None,

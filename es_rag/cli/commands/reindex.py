@@ -27,7 +27,17 @@ DESCRIPTION = (
     "evaluate, then swap unless refused. Runbook: docs/operations.md."
 )
 SCOPE = {
-    "index": ("prefix", "generation", "analyzer", "language", "bm25_k1", "bm25_b", "similarity", "vector_index_type"),
+    "index": (
+        "prefix",
+        "generation",
+        "analyzer",
+        "language",
+        "languages",
+        "bm25_k1",
+        "bm25_b",
+        "similarity",
+        "vector_index_type",
+    ),
     "encoder": ("model", "dims", "inference_id", "vector_mode"),
     "chunking": None,
     "connection": None,

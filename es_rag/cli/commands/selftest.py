@@ -18,7 +18,7 @@ DESCRIPTION = (
     "failure or Ctrl-C). Exit 0 when every check passes."
 )
 SCOPE = {
-    "index": ("analyzer", "language", "bm25_k1", "bm25_b", "similarity", "vector_index_type",
+    "index": ("analyzer", "language", "languages", "bm25_k1", "bm25_b", "similarity", "vector_index_type",
               "vector_rescore_oversample"),
     "encoder": ("dims", "inference_id", "vector_mode", "semantic_chunking", "semantic_max_chunk_size",
                 "semantic_overlap"),

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from es_rag.elasticsearch.assets import index_creation_requests, resolve_analyzer, setup_requests
     from es_rag.es_request import render
+    from es_rag.languages import resolve_languages
 
     settings = settings_from_args(args, resolve=False)
     backend = connect(args, settings) if uses_cluster(args) else None
@@ -46,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
     # --analyzer auto: probe the cluster's plugins (read-only GETs), or without one take the no-plugin branch
     plugins = backend.probe().analysis_plugins if backend is not None else None
     choice = resolve_analyzer(settings.index.analyzer, plugins=plugins, language=settings.index.language)
+    languages = resolve_languages(settings.index.languages, plugins=plugins)
     note = f"analyzer {choice.analyzer.value}: {choice.reason}"
-    settings = settings.replace(analyzer=choice.analyzer)
+    if languages:
+        note += f"; language subfields {', '.join(languages)}"
+    settings = settings.replace(analyzer=choice.analyzer, languages=languages)
     if args.dry_run:
         reqs = setup_requests(settings) + ([] if args.no_create_indices else index_creation_requests(settings))
         if args.format == "console":

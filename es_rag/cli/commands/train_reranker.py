@@ -11,9 +11,9 @@ from es_rag.cli.render import print_json
 
 HELP = "fine-tune a cross-encoder with hard negatives mined by es_rag"
 SCOPE = {
-    "index": ("analyzer", "language", "bm25_k1", "bm25_b"),
+    "index": ("analyzer", "language", "languages", "bm25_k1", "bm25_b"),
     "encoder": ("model", "dims", "device"),
-    "retrieve": ("bm25_fields", "bm25_tie_breaker"),
+    "retrieve": ("bm25_fields", "bm25_tie_breaker", "query_language"),
     "fusion": ("rank_constant",),
 }
 

@@ -542,6 +542,7 @@ def _parse_field(
                 )
     if ftype in ("text", "keyword"):
         for sub, sub_spec in (spec.get("fields") or {}).items():
+            _check_multi_field(name, sub, sub_spec)
             out.subfields[sub] = _parse_field(f"{name}.{sub}", sub_spec, analysis, version, inference_ids, parent)
     if ftype == "object":
         for sub, sub_spec in (spec.get("properties") or {}).items():
@@ -564,6 +565,30 @@ def _parse_field(
                 source="x-pack/plugin/inference/.../mapper/SemanticTextFieldMapper.java",
             )
     return out
+
+
+MULTI_FIELD_SRC = "server/src/main/java/org/elasticsearch/index/mapper/TypeParsers.java (parseMultiField)"
+
+
+def _check_multi_field(name: str, sub: str, sub_spec: Any) -> None:
+    """``TypeParsers.parseMultiField``: a multi-field's name holds no ``.``; it is a map with a ``type``; and on an
+    index created by 8.0 or later it has no ``fields`` of its own (chained multi-fields are refused)."""
+    if "." in sub:
+        raise mapping_error(
+            f"Field name [{sub}] which is a multi field of [{name}] cannot contain '.'", source=MULTI_FIELD_SRC
+        )
+    if not isinstance(sub_spec, Mapping):
+        raise mapping_error(
+            f"illegal field [{sub}], only fields can be specified inside fields", source=MULTI_FIELD_SRC
+        )
+    if "type" not in sub_spec:
+        raise mapping_error(f"no type specified for property [{sub}]", source=MULTI_FIELD_SRC)
+    if "fields" in sub_spec:
+        raise mapping_error(
+            f"Encountered a multi-field [{sub}] which itself contains a multi-field. Defining chained multi-fields "
+            "is not supported.",
+            source=MULTI_FIELD_SRC,
+        )
 
 
 def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> dict[str, Any]:
