@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -47,3 +49,38 @@ def test_japanese_set_is_japanese() -> None:
     assert all(_JAPANESE.search(q) for q in queries.values())
     share = [len(_JAPANESE.findall(d["text"])) / len(d["text"]) for d in corpus.values()]
     assert min(share) >= 0.2
+
+
+def _bigram_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bigram_bm25", EVAL.parent / "benchmarks" / "bigram_bm25.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bigram_baseline_folds_width_and_case_and_splits_runs_into_bigrams() -> None:
+    bigrams = _bigram_bench().bigrams
+    assert bigrams("ＡＢc デバイス x") == ["ab", "bc", "デバ", "バイ", "イス", "x"]
+    assert bigrams("ｶﾞ") == ["ガ"]  # NFKC composes the half-width voiced kana into one character
+
+
+def test_bigram_baseline_ranks_the_section_sharing_the_query_bigrams_first(tmp_path: Path) -> None:
+    docs = {
+        "d1": ("パッケージ管理", "aptitude でパッケージを削除する方法を説明します。"),
+        "d2": ("ネットワーク", "ネットワークインターフェースの設定を説明します。"),
+        "d3": ("システム", "カーネルパラメーターの変更方法を説明します。"),
+    }
+    (tmp_path / "qrels").mkdir()
+    with open(tmp_path / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for doc_id, (title, text) in docs.items():
+            fh.write(json.dumps({"_id": doc_id, "title": title, "text": text}, ensure_ascii=False) + "\n")
+    queries = {"q1": "パッケージの削除", "q2": "インターフェース設定", "q3": "ＸＹＺ"}
+    (tmp_path / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}, ensure_ascii=False) + "\n" for q, t in queries.items()), "utf-8"
+    )
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n")
+    scores = _bigram_bench().run(str(tmp_path), "test", 0.9, 0.4, 100)
+    # q1 and q2 rank their section first; q3 shares no bigram with any section and retrieves nothing
+    assert scores["nDCG@10"] == pytest.approx(2 / 3)
+    assert scores["R@100"] == pytest.approx(2 / 3)
