@@ -22,7 +22,7 @@ from es_rag.errors import ConfigError, EsRagError, InputError
 from es_rag.settings import Settings
 
 if TYPE_CHECKING:
-    from es_rag.encoders.embedder import SentenceTransformerEmbedder
+    from es_rag.encoders.embedder import LocalEmbedder
     from es_rag.filters import SearchFilter
     from es_rag.ingest import IngestReport, SourceDoc
     from es_rag.pipeline import RagPipeline, SearchResult
@@ -224,7 +224,7 @@ class RagClient:
         self._rw = _ReadWriteLock()
         self._write_mutex = threading.Lock()
         self._load_lock = threading.RLock()
-        self._embedder: SentenceTransformerEmbedder | None = None
+        self._embedder: LocalEmbedder | None = None
         self._pipeline: RagPipeline | None = None
         self._closed = False
         self._async_workers = _workers(async_workers)
@@ -482,7 +482,7 @@ class RagClient:
             yield self._backend
 
     # -- models ---------------------------------------------------------------------------------------------------
-    def _loaded_embedder(self) -> SentenceTransformerEmbedder:
+    def _loaded_embedder(self) -> LocalEmbedder:
         embedder = self._embedder
         if embedder is None:
             with self._load_lock:

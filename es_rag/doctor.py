@@ -69,12 +69,10 @@ def local_doctor(settings: Settings, *, load_models: bool = False) -> dict[str, 
 
 def _load(settings: Settings, out: dict[str, Any]) -> None:
     from es_rag.cross_encoder.model import CrossEncoderReranker
-    from es_rag.encoders.embedder import SentenceTransformerEmbedder
+    from es_rag.encoders.embedder import make_embedder
     from es_rag.errors import ConfigError, ModelLoadError
 
-    emb = SentenceTransformerEmbedder(
-        settings.encoder.model, device=settings.encoder.device, precision=settings.encoder.precision
-    )
+    emb = make_embedder(settings.encoder.model, device=settings.encoder.device, precision=settings.encoder.precision)
     try:
         emb.warm_up()
         out["embedding_model"].update(

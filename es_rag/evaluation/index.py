@@ -83,9 +83,9 @@ def build_index(
         embedder: A ready embedder (default: the settings' sentence-transformers model).
     """
     if embedder is None:
-        from es_rag.encoders.embedder import SentenceTransformerEmbedder
+        from es_rag.encoders.embedder import make_embedder
 
-        embedder = SentenceTransformerEmbedder(
+        embedder = make_embedder(
             settings.encoder.model,
             batch_size=64,
             device=settings.encoder.device,

