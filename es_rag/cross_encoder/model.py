@@ -261,9 +261,9 @@ class CrossEncoderReranker:
         long_text: ``windows`` or ``truncate`` for passages over the limit.
         aggregation: ``max`` or ``mean_top_m`` over window scores.
         top_m: ``m`` of ``mean_top_m``.
-        backend: ``torch``, ``int8`` (dynamic int8 quantisation of the Linear layers, CPU) or ``onnx`` (the model
-            exported once with ``torch.onnx.export`` and run by onnxruntime on the CPU, :mod:`.onnx_export`; needs
-            ``pip install 'es-rag[onnx]'``).
+        backend: ``auto`` (``int8`` on the CPU, ``torch`` on an accelerator), ``torch``, ``int8`` (dynamic int8
+            quantisation of the Linear layers, CPU) or ``onnx`` (the model exported once with ``torch.onnx.export``
+            and run by onnxruntime on the CPU, :mod:`.onnx_export`; needs ``pip install 'es-rag[onnx]'``).
     """
 
     def __init__(
@@ -281,8 +281,9 @@ class CrossEncoderReranker:
     ) -> None:
         if long_text not in ("windows", "truncate"):
             raise ConfigError(f"long_text: invalid value {long_text!r}; valid values: windows, truncate")
-        if backend not in ("torch", "int8", "onnx"):
-            raise ConfigError(f"backend: invalid value {backend!r}; valid values: torch, int8, onnx")
+        backend = str(getattr(backend, "value", backend))
+        if backend not in ("auto", "torch", "int8", "onnx"):
+            raise ConfigError(f"backend: invalid value {backend!r}; valid values: auto, torch, int8, onnx")
         aggregate([0.0], aggregation, top_m)  # validates the aggregation name
         self.name = model
         self.batch_size = batch_size
@@ -293,7 +294,7 @@ class CrossEncoderReranker:
         self.long_text = long_text
         self.aggregation = aggregation
         self.top_m = top_m
-        self.backend = backend
+        self.requested_backend = backend
         self._model: Any = None
         self._onnx: Any = None
         self.onnx_path: Path | None = None
@@ -330,14 +331,21 @@ class CrossEncoderReranker:
         backends run on the CPU: ``auto`` resolves to ``cpu`` for them, and an explicit accelerator is an error."""
         if self._plan is None:
             requested = self.requested_device
-            if self.backend in ("int8", "onnx"):
+            if self.requested_backend in ("int8", "onnx"):
                 if str(requested).lower() not in ("auto", "cpu"):
                     raise ConfigError(
-                        f"rerank_backend {self.backend}: runs on the CPU, not {requested!r}; use --device cpu"
+                        f"rerank_backend {self.requested_backend}: runs on the CPU, not {requested!r}; use --device cpu"
                     )
                 requested = "cpu"
             self._plan = resolve_device(requested, self.precision)
         return self._plan
+
+    @property
+    def backend(self) -> str:
+        """The runtime: the requested one, or for ``auto`` ``int8`` on the CPU and ``torch`` on an accelerator."""
+        if self.requested_backend == "auto":
+            return "int8" if self.device_plan.device == "cpu" else "torch"
+        return self.requested_backend
 
     @property
     def device(self) -> str:
