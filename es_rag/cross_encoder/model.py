@@ -261,8 +261,9 @@ class CrossEncoderReranker:
         long_text: ``windows`` or ``truncate`` for passages over the limit.
         aggregation: ``max`` or ``mean_top_m`` over window scores.
         top_m: ``m`` of ``mean_top_m``.
-        backend: ``torch``, ``int8`` (dynamic int8 quantisation of the Linear layers, CPU) or ``onnx``
-            (sentence-transformers' ONNX backend; needs ``pip install 'es-rag[onnx]'``).
+        backend: ``auto`` (``int8`` on the CPU, ``torch`` on an accelerator), ``torch``, ``int8`` (dynamic int8
+            quantisation of the Linear layers, CPU) or ``onnx`` (the model exported once with ``torch.onnx.export``
+            and run by onnxruntime on the CPU, :mod:`.onnx_export`; needs ``pip install 'es-rag[onnx]'``).
     """
 
     def __init__(
@@ -280,8 +281,9 @@ class CrossEncoderReranker:
     ) -> None:
         if long_text not in ("windows", "truncate"):
             raise ConfigError(f"long_text: invalid value {long_text!r}; valid values: windows, truncate")
-        if backend not in ("torch", "int8", "onnx"):
-            raise ConfigError(f"backend: invalid value {backend!r}; valid values: torch, int8, onnx")
+        backend = str(getattr(backend, "value", backend))
+        if backend not in ("auto", "torch", "int8", "onnx"):
+            raise ConfigError(f"backend: invalid value {backend!r}; valid values: auto, torch, int8, onnx")
         aggregate([0.0], aggregation, top_m)  # validates the aggregation name
         self.name = model
         self.batch_size = batch_size
@@ -292,8 +294,13 @@ class CrossEncoderReranker:
         self.long_text = long_text
         self.aggregation = aggregation
         self.top_m = top_m
-        self.backend = backend
+        self.requested_backend = backend
         self._model: Any = None
+        self._onnx: Any = None
+        self.onnx_path: Path | None = None
+        """The exported file the onnx backend runs (set when the model loads)."""
+        self.onnx_exported = False
+        """True when loading this reranker exported the ONNX file (False: a cached export was reused)."""
         self._version: str | None = None
 
     @classmethod
@@ -320,16 +327,25 @@ class CrossEncoderReranker:
 
     @property
     def device_plan(self) -> DevicePlan:
-        """The resolved device and precision (resolved once, without loading the model). The int8 backend runs
-        on the CPU: ``auto`` resolves to ``cpu`` for it, and an explicit accelerator is an error."""
+        """The resolved device and precision (resolved once, without loading the model). The int8 and onnx
+        backends run on the CPU: ``auto`` resolves to ``cpu`` for them, and an explicit accelerator is an error."""
         if self._plan is None:
             requested = self.requested_device
-            if self.backend == "int8":
+            if self.requested_backend in ("int8", "onnx"):
                 if str(requested).lower() not in ("auto", "cpu"):
-                    raise ConfigError(f"rerank_backend int8: runs on the CPU, not {requested!r}; use --device cpu")
+                    raise ConfigError(
+                        f"rerank_backend {self.requested_backend}: runs on the CPU, not {requested!r}; use --device cpu"
+                    )
                 requested = "cpu"
             self._plan = resolve_device(requested, self.precision)
         return self._plan
+
+    @property
+    def backend(self) -> str:
+        """The runtime: the requested one, or for ``auto`` ``int8`` on the CPU and ``torch`` on an accelerator."""
+        if self.requested_backend == "auto":
+            return "int8" if self.device_plan.device == "cpu" else "torch"
+        return self.requested_backend
 
     @property
     def device(self) -> str:
@@ -341,15 +357,17 @@ class CrossEncoderReranker:
         from sentence_transformers import CrossEncoder
 
         if self.backend == "onnx":
-            try:
-                import onnxruntime  # noqa: F401
-                import optimum.onnxruntime  # noqa: F401
-            except ImportError as exc:
-                raise ModelLoadError(
-                    "the onnx reranker backend needs onnxruntime and optimum: pip install 'es-rag[onnx]'"
-                ) from exc
-            kwargs["backend"] = "onnx"
+            from es_rag.cross_encoder.onnx_export import require_onnx
+
+            require_onnx()  # before the (slow) model load
         model = CrossEncoder(name, **kwargs)
+        if self.backend == "onnx":
+            import torch
+
+            from es_rag.cross_encoder.onnx_export import OnnxScorer, cached_onnx_model
+
+            self.onnx_path, self.onnx_exported = cached_onnx_model(name, model.model, model.tokenizer)
+            self._onnx = OnnxScorer(self.onnx_path, threads=torch.get_num_threads())
         if self.backend == "int8":
             import warnings
 
@@ -410,14 +428,14 @@ class CrossEncoderReranker:
 
     @property
     def version(self) -> str:
-        """Fingerprint of the loaded weights: a directory's file names, sizes and mtimes, or a hub
-        commit hash; plus the backend (results of int8 and fp32 models must not share a cache)."""
+        """Fingerprint of the loaded weights: a directory's file names, sizes and mtimes (its ``onnx/`` exports
+        left out), or a hub commit hash; plus the backend (results of int8 and fp32 models must not share a cache)."""
         if self._version is None:
             digest = hashlib.sha256()
             path = Path(self.name)
             if path.is_dir():
                 for f in sorted(path.rglob("*")):
-                    if f.is_file():
+                    if f.is_file() and f.relative_to(path).parts[0] != "onnx":  # exports of these weights
                         st = f.stat()
                         digest.update(f"{f.relative_to(path)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
             else:
@@ -525,9 +543,12 @@ class CrossEncoderReranker:
                 feats: dict[str, Any] = {"input_ids": [inputs[j][0] for j in batch]}
                 if inputs[batch[0]][1] is not None:
                     feats["token_type_ids"] = [inputs[j][1] for j in batch]
-                padded = tok.pad(feats, return_tensors="pt")
-                padded = {k: v.to(model.device) for k, v in padded.items()}
-                scores = model(padded)["scores"]
+                if self._onnx is not None:
+                    scores = torch.from_numpy(self._onnx(tok.pad(feats, return_tensors="np")))
+                else:
+                    padded = tok.pad(feats, return_tensors="pt")
+                    padded = {k: v.to(model.device) for k, v in padded.items()}
+                    scores = model(padded)["scores"]
                 if scores.ndim > 1 and scores.shape[-1] != 1:
                     raise ModelLoadError(
                         f"cross-encoder {self.name!r} has {scores.shape[-1]} labels; a relevance model has one"

@@ -189,8 +189,10 @@ class Calibration(Choice):
 
 
 class RerankBackend(Choice):
-    """Cross-encoder runtime: ``torch``, ``int8`` (dynamic quantisation) or ``onnx`` (the onnx extra)."""
+    """Cross-encoder runtime: ``auto`` (``int8`` on the CPU, ``torch`` on an accelerator), ``torch``, ``int8``
+    (dynamic quantisation) or ``onnx`` (the onnx extra)."""
 
+    AUTO = "auto"
     TORCH = "torch"
     INT8 = "int8"
     ONNX = "onnx"

@@ -533,7 +533,8 @@ class RerankSettings(Group):
     backend: RerankBackend = opt(
         RerankBackend.TORCH,
         flat="rerank_backend",
-        help="torch, int8 (dynamic quantisation) or onnx (needs the onnx extra)",
+        help="auto (int8 on the CPU, torch on an accelerator), torch, int8 (dynamic quantisation) or onnx (needs the "
+        "onnx extra; exported once beside the model)",
     )
     cache_size: int = opt(256, flat="rerank_cache_size", help="reranked results kept in memory (0 disables)")
     inference_id: str | None = opt(

@@ -132,6 +132,16 @@ def test_int8_reranker_runs_on_the_cpu_whatever_auto_would_pick(
         _ = CrossEncoderReranker(str(tiny_cross_encoder), backend="int8", device="cuda").device
 
 
+def test_auto_reranker_backend_is_int8_on_the_cpu_and_torch_on_an_accelerator(
+    gpus: dict[str, bool], tiny_cross_encoder: Path
+) -> None:
+    on_cpu = CrossEncoderReranker(str(tiny_cross_encoder), backend="auto", device="cpu")
+    assert on_cpu.backend == "int8" and on_cpu.version.endswith("+int8")
+    gpus["cuda"] = True
+    assert CrossEncoderReranker(str(tiny_cross_encoder), backend="auto").backend == "torch"
+    assert CrossEncoderReranker(str(tiny_cross_encoder), backend="auto", device="cpu").backend == "int8"
+
+
 def test_encode_pool_is_cpu_parallelism(gpus: dict[str, bool], tiny_bi_encoder: Path) -> None:
     gpus["cuda"] = True
     with pytest.raises(ConfigError, match="encode_workers 2: the encoding pool parallelises over CPU cores"):
