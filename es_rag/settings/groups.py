@@ -232,9 +232,9 @@ class EncoderSettings(Group):
     fit_check: DenseFitCheck = opt(
         DenseFitCheck.AUTO,
         flat="dense_fit_check",
-        help="auto = a query whose language the embedding model's tokenizer misfits (unknown characters, letters "
-        "tokenized one by one: docs/retrieval.md) skips the dense channel, i.e. its weight for that language is 0, "
-        "shown in the trace; off = always run it",
+        help="auto = a query whose language the embedding model's tokenizer clearly misfits (over 2 percent of a probe "
+        "paragraph's characters unknown to it: docs/retrieval.md) skips the dense channel, i.e. its weight for that "
+        "language is 0, shown in the trace; off = always run it",
     )
 
     def __post_init__(self) -> None:
