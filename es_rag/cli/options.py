@@ -715,7 +715,7 @@ def mmr_preset(args: argparse.Namespace) -> Preset:
     return Preset({"mmr_lambda": lambda_for(preset)} if preset else {}, explicit=True)
 
 
-DEFAULT_BM25_PROTOCOL = "beir-multifield"
+DEFAULT_BM25_PROTOCOL = "settings"
 """The ``--bm25-protocol`` of commands on BEIR-layout datasets when none is named."""
 
 

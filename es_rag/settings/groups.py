@@ -364,13 +364,13 @@ class RetrieveSettings(Group):
     NAME: ClassVar[str] = "retrieve"
     TITLE: ClassVar[str] = "retrieve: candidates per channel (BM25, kNN, exact), under the same hard filter"
 
-    candidate_k: int = opt(50, help="candidates per channel = RRF rank_window_size")
+    candidate_k: int = opt(100, help="candidates per channel = RRF rank_window_size")
     num_candidates: int = opt(100, help="kNN num_candidates per shard (raised to --candidate-k when below it)")
     bm25_fields: tuple[str, ...] = opt(
-        ("title^2", "heading_path^1.5", "text"), metavar="F^B,...", help="multi_match fields with boosts"
+        ("title", "heading_path", "text"), metavar="F^B,...", help="multi_match fields with boosts"
     )
     bm25_tie_breaker: float = opt(
-        0.0, help="multi_match best_fields tie_breaker: 0 = best field only, 1 = sum of the fields"
+        0.5, help="multi_match best_fields tie_breaker: 0 = best field only, 1 = sum of the fields"
     )
     exact_channel: ExactChannel = opt(
         ExactChannel.AUTO, help="auto: add the exact-match channel when the query holds identifiers like E1042"
@@ -429,12 +429,13 @@ class FusionSettings(Group):
         flat="score_normalizer",
         help="per-channel normaliser of linear fusion; zscore exists only client-side",
     )
-    rank_constant: int = opt(60, help="RRF rank constant k in 1/(k + rank)")
+    rank_constant: int = opt(5, help="RRF rank constant k in 1/(k + rank)")
     channel_weights: dict[str, float] = opt(
-        factory=dict,
+        factory=lambda: {"bm25": 1.2},
         metavar="CH=W,...",
-        shown="all 1",
-        help="weight per channel (bm25, dense, exact) in rrf or linear fusion, e.g. bm25=1,dense=2",
+        shown="bm25=1.2, others 1",
+        help="weight per channel (bm25, dense, exact) in rrf or linear fusion, e.g. bm25=1,dense=2 (a weighted "
+        "native rrf needs Elasticsearch 9.2+; older clusters fuse client-side, same numbers)",
     )
 
     def __post_init__(self) -> None:

@@ -126,8 +126,8 @@ def test_languages_setting() -> None:
 
 def test_bm25_bodies_query_the_subfields_of_the_query_language() -> None:
     s = Settings()
-    assert bm25_query(JA, s)["multi_match"]["fields"] == ["title.ja^2", "heading_path.ja^1.5", "text.ja"]
-    assert bm25_query(EN, s)["multi_match"]["fields"] == ["title.en^2", "heading_path.en^1.5", "text.en"]
+    assert bm25_query(JA, s)["multi_match"]["fields"] == ["title.ja", "heading_path.ja", "text.ja"]
+    assert bm25_query(EN, s)["multi_match"]["fields"] == ["title.en", "heading_path.en", "text.en"]
     base = ["title^2", "heading_path^1.5", "text"]
     assert bm25_query(EN, s.replace(query_language="none"))["multi_match"]["fields"] == base
     assert bm25_query(EN, s.replace(languages="none"))["multi_match"]["fields"] == base
