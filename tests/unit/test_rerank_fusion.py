@@ -147,3 +147,61 @@ def test_fit_fusion_learns_the_weight_and_checks_safety() -> None:
     assert bad.safety_file()["verdict"] == "hurts"  # alone it hurts, and its fusion was not shown to help
     with pytest.raises(InputError, match="no judged held-out query"):
         fit_fusion([], cal)
+
+
+def _stage_hits() -> list:
+    from es_rag.records import Hit
+
+    texts = ["alpha text", "beta text", "gamma text"]
+    return [
+        Hit(chunk_id=f"c{i}", source_id=f"s{i}", text=t, tenant_id="t", title="x", fused_score=f)
+        for i, (t, f) in enumerate(zip(texts, (0.05, 0.04, 0.01), strict=True))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "order", "method", "weight"),
+    [
+        ({}, ["c2", "c1", "c0"], "replace", 1.0),
+        ({"fusion": "rrf", "fusion_weight": 0.2}, ["c0", "c1", "c2"], "rrf", 0.2),
+        ({"fusion": "rrf", "fusion_weight": 0.9}, ["c2", "c1", "c0"], "rrf", 0.9),
+        # sigmoid(-2, 0, 2) = 0.119, 0.5, 0.881; fused min-max 1, 0.75, 0: 0.560, 0.625, 0.440
+        ({"fusion": "interpolate", "fusion_weight": 0.5}, ["c1", "c0", "c2"], "interpolate", 0.5),
+    ],
+)
+def test_the_stage_orders_by_the_fusion_and_traces_both_inputs(
+    settings: dict, order: list[str], method: str, weight: float
+) -> None:
+    from es_rag.settings import RerankSettings
+    from es_rag.stages.rerank import RerankStage
+    from tests.support.corpus import OverlapReranker
+
+    reranker = OverlapReranker({"alpha": -2.0, "beta": 0.0, "gamma": 2.0})  # the reverse of the fused order
+    stage = RerankStage(reranker, RerankSettings(k=3, **settings), None)  # type: ignore[arg-type]
+    out = stage.run("q", _stage_hits())
+    assert [h.chunk_id for h in out.hits] == order and out.info["reranked"]
+    assert out.info["fusion"]["method"] == method and out.info["fusion"]["weight"] == weight
+    rows = {r["id"]: r for r in out.info["scores"]}
+    assert rows["c0"]["fused_rank"] == 1 and rows["c0"]["rerank_rank"] == 3 and rows["c0"]["raw"] == -2.0
+    assert rows["c0"]["fused_score"] == pytest.approx(0.05) and rows["c0"]["weight"] == weight
+    assert [r["id"] for r in out.info["scores"]] == order and [r["rank"] for r in out.info["scores"]] == [1, 2, 3]
+    assert [h.final_score for h in out.hits] == [rows[c]["combined"] for c in order]
+    if method != "replace":
+        assert f"fused with the first stage ({method} w={weight:g})" in out.path
+
+
+def test_the_stage_refuses_a_model_marked_hurts_unless_allowed(tmp_path: Path) -> None:
+    from es_rag.settings import RerankSettings
+    from es_rag.stages.rerank import RerankStage
+    from tests.support.corpus import OverlapReranker
+
+    (tmp_path / SAFETY_FILE).write_text(json.dumps({"date": "2026-01-01", "checks": [_check("replace", 1.0, "hurts")]}))
+    reranker = OverlapReranker({"alpha": -2.0, "beta": 0.0, "gamma": 2.0})
+    reranker.name = str(tmp_path)  # a model directory
+    refused = RerankStage(reranker, RerankSettings(k=3), None).run("q", _stage_hits())  # type: ignore[arg-type]
+    assert [h.chunk_id for h in refused.hits] == ["c0", "c1", "c2"] and not refused.info["reranked"]
+    assert refused.info["safety"]["refused"] and refused.path.startswith("fallback: fused order")
+    assert reranker.calls == 0  # nothing scored
+    allowed = RerankStage(reranker, RerankSettings(k=3, allow_harmful=True), None).run("q", _stage_hits())  # type: ignore[arg-type]
+    assert allowed.info["reranked"] and [h.chunk_id for h in allowed.hits] == ["c2", "c1", "c0"]
+    assert allowed.path.endswith("(marked hurts; allowed by allow_harmful_reranker)")
