@@ -143,7 +143,9 @@ def _argument(cls: type[Group], fld: dataclasses.Field[Any], default: Any) -> tu
     tp, optional = _unwrap_optional(_hints(cls)[fld.name])
     kwargs: dict[str, Any] = {"dest": flat, "default": argparse.SUPPRESS}
     metavar = fld.metadata.get("metavar")
-    if isinstance(tp, type) and issubclass(tp, Choice):
+    if tp is bool:
+        kwargs["action"] = "store_true"
+    elif isinstance(tp, type) and issubclass(tp, Choice):
         kwargs["choices"] = tp.values()
         kwargs["type"] = str.lower
     elif tp in (int, float) and optional:

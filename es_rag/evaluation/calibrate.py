@@ -1,4 +1,5 @@
-"""Collecting a cross-encoder's scores on labelled queries and fitting its calibration file.
+"""Collecting a cross-encoder's scores on labelled queries and fitting its calibration file, and (BEIR labels) its
+fusion with the first stage and its safety check (:mod:`es_rag.evaluation.rerank_safety`).
 
 The queries run through the real :class:`~es_rag.pipeline.RagPipeline` (retrieve -> fusion -> dedup -> rerank), so
 the fit sees exactly the candidates the gate will see at query time (``rerank_k`` of them); their raw scores and
@@ -11,14 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from es_rag.cross_encoder.calibration import CalibrationFit, ScoredQuery, fit_calibration
-from es_rag.cross_encoder.model import CALIBRATION_FILE
-from es_rag.errors import ConfigError, EsRagError
+from es_rag.cross_encoder.model import CALIBRATION_FILE, Calibration
+from es_rag.errors import ConfigError, EsRagError, InputError
+from es_rag.evaluation.rerank_safety import FusionFit, beir_labelled, collect, fit_fusion, write_fusion
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
@@ -74,8 +77,9 @@ def beir_cases(queries: dict[str, str], qrels: dict[str, dict[str, int]], tenant
 
 
 def calibration_settings(settings: Settings, model: str) -> Settings:
-    """``settings`` for scoring with ``model``: its raw scores, no result cache, no timeout, no escalation (the
-    escalate stage moves first-stage scores by position, which would pair a label with another hit's score).
+    """``settings`` for scoring with ``model``: its raw scores in its own order (``replace``, a stored safety verdict
+    does not stop the check), no result cache, no timeout, no escalation (the escalate stage moves first-stage scores
+    by position, which would pair a label with another hit's score).
 
     Args:
         settings: Base settings.
@@ -90,7 +94,56 @@ def calibration_settings(settings: Settings, model: str) -> Settings:
         rerank_timeout=None,
         rerank_cache_size=0,
         escalate_model=None,
+        rerank_fusion="replace",
+        rerank_fusion_weight=None,
+        allow_harmful_reranker=True,
     )
+
+
+@dataclass
+class RerankCheck:
+    """What :func:`check_queries` fitted: the calibration (or why it could not be fitted) and the fusion with its
+    safety checks."""
+
+    calibration: CalibrationFit | None
+    calibration_error: str | None
+    fusion: FusionFit
+
+    def written(self, directory: str | Path) -> list[Path]:
+        """Write the calibration (when fitted), fusion and safety files into a model directory.
+
+        Args:
+            directory: The cross-encoder's directory.
+        """
+        paths = [write_calibration(self.calibration, directory)] if self.calibration is not None else []
+        return [*paths, *write_fusion(self.fusion, directory)]
+
+    def summary(self) -> dict[str, Any]:
+        """JSON form: the calibration file, the fusion file and the safety file's content."""
+        return {
+            "calibration": self.calibration.to_file() if self.calibration is not None else None,
+            "calibration_error": self.calibration_error,
+            "fusion": self.fusion.fusion_file(),
+            "safety": self.fusion.safety_file(),
+        }
+
+
+def held_out_queries(model: str, split: str) -> list[str] | None:
+    """The query ids ``es-rag train-reranker`` kept out of training ``model`` on ``split`` (its
+    ``es_rag_training.json``), or None when the model records none for that split.
+
+    Args:
+        model: Cross-encoder directory.
+        split: The split the ids must come from.
+    """
+    from es_rag.evaluation.train_reranker import TRAINING_META
+
+    path = Path(model) / TRAINING_META
+    if not path.is_file():
+        return None
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    ids = meta.get("held_out") or []
+    return [str(q) for q in ids] if ids and meta.get("split") == split else None
 
 
 def calibrate_beir(
@@ -103,13 +156,18 @@ def calibrate_beir(
     max_queries: int | None = None,
     progress: bool = False,
     index: Any = None,
-) -> CalibrationFit:
-    """Fit ``model``'s calibration on a BEIR split, the corpus indexed on the embedded backend.
+) -> RerankCheck:
+    """Fit ``model``'s calibration, fusion weight and safety check on a BEIR split, the corpus indexed on the embedded
+    backend (:func:`check_queries`).
+
+    ``dev`` on a dataset without ``qrels/dev.tsv`` (SciFact) means the training queries ``es-rag train-reranker`` kept
+    out of training this model (``held_out`` in its ``es_rag_training.json``).
 
     Args:
         dataset: BEIR folder.
         model: Cross-encoder directory or name.
-        split: Qrels split (``test`` is refused: a threshold fitted there would be measured on its own data).
+        split: Qrels split (``test`` is refused: a threshold or weight fitted there would be measured on its own
+            data).
         settings: Embedding model, BM25 set-up, ``candidate_k`` and ``rerank_k``.
         cache_dir: Embedding cache root.
         max_queries: Only the first N queries.
@@ -125,13 +183,75 @@ def calibrate_beir(
     if split == "test":
         raise ConfigError("calibrate --split: the test split is for evaluation only; fit on dev (or train)")
     settings = calibration_settings(settings or Settings(), model)
-    corpus, queries, qrels = load_beir(dataset, split)
+    described = split
+    if split == "dev" and not (Path(dataset) / "qrels" / "dev.tsv").is_file():
+        held = held_out_queries(model, "train")
+        if held is None:
+            raise ConfigError(
+                f"calibrate --split dev: {dataset} has no qrels/dev.tsv and {model} records no held-out training "
+                "queries (es_rag_training.json from es-rag train-reranker); name a split the model was not trained on"
+            )
+        corpus, queries, qrels = load_beir(dataset, "train")
+        wanted = set(held)
+        queries = {q: t for q, t in queries.items() if q in wanted}
+        described = f"train queries held out of training ({len(queries)}, es_rag_training.json)"
+    else:
+        corpus, queries, qrels = load_beir(dataset, split)
     if max_queries is not None:
         queries = {q: queries[q] for q in list(queries)[:max_queries]}
     if index is None:
         index = build_index(corpus, settings, cache_dir=cache_dir, progress=progress)
-    data = {"dataset": str(dataset), "split": split}
-    return calibrate_queries(index, queries, qrels, model, settings=settings, data=data, progress=progress)
+    data = {"dataset": str(dataset), "split": described}
+    return check_queries(index, queries, qrels, model, settings=settings, data=data, progress=progress)
+
+
+def check_queries(
+    index: Any,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    model: str,
+    *,
+    settings: Settings,
+    data: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> RerankCheck:
+    """Score ``queries`` once with ``model`` and fit its calibration, then its fusion weight and safety check (with
+    the fitted calibration, or the default one when the calibration cannot be fitted, as the model is then served).
+
+    Args:
+        index: An :class:`~es_rag.evaluation.index.EvalIndex`.
+        queries: Query id -> text (held out of the model's training).
+        qrels: Query id -> doc id -> grade.
+        model: Cross-encoder directory or name.
+        settings: Settings of the index (the model and raw scores are set here).
+        data: Description of the data kept in the files.
+        progress: Progress bar.
+
+    Raises:
+        InputError: No judged query among ``queries``.
+    """
+    from es_rag.evaluation.index import EVAL_TENANT
+    from es_rag.pipeline import RagPipeline
+    from es_rag.wiring import build_reranker
+
+    settings = calibration_settings(settings, model)
+    pipeline = RagPipeline(
+        index.backend,
+        embedder=index.embedder,
+        settings=settings,
+        tokenizer=index.embedder.tokenizer(),
+        reranker=build_reranker(settings),
+    )
+    dev = collect(pipeline, beir_labelled(queries, qrels, EVAL_TENANT), progress=progress)
+    described = {**(data or {}), "model": model, "rerank_k": settings.rerank.k}
+    fit: CalibrationFit | None = None
+    error: str | None = None
+    try:
+        fit = fit_calibration([q.scored() for q in dev], data=described)
+    except InputError as exc:
+        error = str(exc)
+    calibration = fit.calibration(str(Path(model) / CALIBRATION_FILE)) if fit is not None else Calibration()
+    return RerankCheck(fit, error, fit_fusion(dev, calibration, data=described))
 
 
 def calibrate_queries(

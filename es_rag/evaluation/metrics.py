@@ -111,3 +111,104 @@ def documents_from_chunks(ids: Sequence[str], source_of: Mapping[str, str]) -> l
             seen.add(doc)
             out.append(doc)
     return out
+
+
+def per_query(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], measure: str = "ndcg@10"
+) -> dict[str, float]:
+    """One measure (``ndcg@10``, ``mrr@10``, ``recall@N``) per judged query of ``run`` (0 for a query the run lacks).
+
+    Args:
+        qrels: Query id -> doc id -> grade.
+        run: Query id -> doc id -> score (higher = better).
+        measure: Measure name as :func:`metrics` keys it.
+    """
+    import ir_measures
+
+    depth = int(measure.split("@")[1]) if measure.startswith("recall@") else 10
+    m = _measures((depth,))[measure]
+    judged = [q for q in qrels if any(g > 0 for g in qrels[q].values())]
+    out = dict.fromkeys(judged, 0.0)
+    for row in ir_measures.iter_calc([m], {q: qrels[q] for q in judged}, run):
+        out[row.query_id] = float(row.value)
+    return out
+
+
+def ndcg_at(ranked: Sequence[str], grades: Mapping[str, int], k: int = 10) -> float:
+    """nDCG@k of one ranked document list, as trec_eval (and ir_measures' ``nDCG@k``) computes it: gain = the
+    grade, discount ``log2(rank + 1)``, the ideal list from every judged document; a repeated document counts once.
+
+    Args:
+        ranked: Document ids, best first.
+        grades: Doc id -> grade (graded qrels of the query).
+        k: Cut-off.
+    """
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    if not ideal:
+        return 0.0
+    seen: set[str] = set()
+    dcg, rank = 0.0, 0
+    for d in ranked:
+        if d in seen:
+            continue
+        seen.add(d)
+        rank += 1
+        if rank > k:
+            break
+        g = grades.get(d, 0)
+        if g > 0:
+            dcg += g / np.log2(rank + 1)
+    idcg = sum(g / np.log2(i + 2) for i, g in enumerate(ideal))
+    return float(dcg / idcg)
+
+
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 13
+CONFIDENCE = 0.95
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """Paired bootstrap of the mean difference ``a - b`` over queries: the queries are resampled with replacement
+    ``resamples`` times (numpy ``default_rng(seed)``), and the percentile interval of the resampled mean differences
+    at ``confidence`` is the confidence interval. The verdict: ``helps`` when the lower bound is > 0, ``hurts`` when
+    the upper bound is < 0, else ``neutral``.
+
+    Args:
+        a: Per-query metric of the candidate (e.g. the reranked list).
+        b: Per-query metric of the baseline (the fused order), same queries in the same order.
+        resamples: Bootstrap resamples.
+        seed: Random seed.
+        confidence: Two-sided confidence level.
+
+    Raises:
+        InputError: The lists differ in length or are empty.
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or not len(x):
+        raise InputError("bootstrap", "queries", f"needs two equally long non-empty lists, got {len(x)} and {len(y)}")
+    d = x - y
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(resamples, len(d)))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = (float(v) for v in np.quantile(means, [tail, 1.0 - tail]))
+    verdict = "helps" if lo > 0 else ("hurts" if hi < 0 else "neutral")
+    return {
+        "queries": len(d),
+        "candidate": round(float(x.mean()), 4),
+        "baseline": round(float(y.mean()), 4),
+        "diff": round(float(d.mean()), 4),
+        "ci": [round(lo, 4), round(hi, 4)],
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+        "wins": int((d > 0).sum()),
+        "losses": int((d < 0).sum()),
+        "verdict": verdict,
+    }

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from es_rag.errors import ClusterTimeout, ClusterUnreachable, ConfigError
+from es_rag.errors import ClusterTimeout, ClusterUnreachable, ConfigError, EsRagError
 from es_rag.evaluation.beir import load_beir
 from es_rag.evaluation.index import (
     CHUNKER_VERSION,
@@ -48,6 +48,8 @@ from es_rag.evaluation.metrics import (
     RECALL_DEPTHS,
     documents_from_chunks,
     metrics,
+    paired_bootstrap,
+    per_query,
     percentiles,
     recall_at,
     run_from_ids,
@@ -69,8 +71,8 @@ def _chunking_stage(
     dense metrics on the queries whose judged documents were all split (the boundary-query proxy)."""
     unit = index.unit
     dup: dict[str, float] = {}
-    for ch, per_query in channel_ids.items():
-        rates = [1.0 - len({index.source_of[c] for c in ids[:10]}) / len(ids[:10]) for ids in per_query.values() if ids]
+    for ch, lists in channel_ids.items():
+        rates = [1.0 - len({index.source_of[c] for c in ids[:10]}) / len(ids[:10]) for ids in lists.values() if ids]
         dup[ch] = round(float(np.mean(rates)) if rates else 0.0, 4)
     per_doc = Counter(index.source_of.values())
     split = {
@@ -99,6 +101,29 @@ def _chunking_stage(
         "note": "the dataset gives document-level qrels, no gold spans: coverage of answer spans by chunks "
         "cannot be measured",
     }
+
+
+def _safety(
+    qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, dict[str, float]]], split: str, pipeline: Any
+) -> dict[str, Any]:
+    """``stages.safety``: does the rerank stage beat the fused order on this split (paired bootstrap of per-query
+    nDCG@10 over the queries it reranked), and the model directory's recorded verdict."""
+    stage = pipeline.rerank_stage
+    try:
+        stored = stage.safety()
+        recorded = None if stored is None else {k: stored.get(k) for k in ("verdict", "reason", "date", "data", "path")}
+    except EsRagError as exc:
+        recorded = {"error": str(exc)}
+    out: dict[str, Any] = {"split": split, "recorded": recorded, "check": None}
+    reranked = {q: qrels[q] for q in runs["rerank"] if q in qrels}
+    if reranked:
+        a = per_query(reranked, runs["rerank"])
+        b = per_query(reranked, {q: runs["hybrid"].get(q, {}) for q in reranked})
+        ids = sorted(a)
+        if ids:
+            out["check"] = paired_bootstrap([a[q] for q in ids], [b[q] for q in ids])
+            out["check"]["metric"] = "ndcg@10, rerank stage minus hybrid (fused order)"
+    return out
 
 
 def evaluate(
@@ -294,6 +319,7 @@ def evaluate(
     }
     stages["hybrid"] = metrics(qrels, runs["hybrid"])
     stages["rerank"] = metrics(qrels, runs["rerank"]) if runs["rerank"] else None
+    stages["safety"] = _safety(qrels, runs, split, pipeline) if reranker is not None else None
     stages["selection"] = {
         "context_recall": recall_at(qrels, runs["context"], max(1, settings.select.context_k)),
         "duplicate_rate": round(float(np.mean(dup_rates)) if dup_rates else 0.0, 4),
@@ -391,6 +417,18 @@ def format_report(result: dict[str, Any]) -> str:
             f"gate      no_answer_accuracy={acc} threshold={gate['threshold']} ({gate['queries']} reranked queries, "
             f"{gate['answerable']} answerable, {gate['refused']} refused; calibration {gate['calibration_source']})"
         )
+    safety = result["stages"].get("safety")
+    if safety is not None:
+        c = safety["check"]
+        if c is not None:
+            lines.append(
+                f"safety    rerank - hybrid nDCG@10 {c['diff']:+.4f}, {c['confidence']:.0%} CI "
+                f"[{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] over {c['queries']} {safety['split']} queries "
+                f"(paired bootstrap, {c['resamples']} resamples, seed {c['seed']}) -> {c['verdict']}"
+            )
+        rec = safety.get("recorded")
+        if rec is not None:
+            lines.append(f"          recorded in the model directory: {rec.get('verdict', rec.get('error'))}")
     ck = result["stages"]["chunking"]
     lines.append(f"chunking  {ck['unit']}: {ck['note']}")
     if "chunks" in ck:

@@ -121,7 +121,14 @@ class TrainingReport:
     calibration: dict[str, Any] | None = None
     """The calibration fitted after training (``es_rag_calibration.json``), the error that stopped it, or None when
     calibration was off."""
+    fusion: dict[str, Any] | None = None
+    """The fusion with the first stage learned on the calibration queries (``es_rag_fusion.json``), or None."""
+    safety: dict[str, Any] | None = None
+    """The safety check on the calibration queries (``es_rag_safety.json``): does the reranker beat the fused order."""
     losses: list[float] = field(default_factory=list)
+    held_out: list[str] = field(default_factory=list)
+    """Ids of the judged training queries kept out of training (calibration, fusion weight and safety check data when
+    the dataset has no ``calibration_split``); ``es-rag calibrate --split dev`` reuses them for this model."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -319,12 +326,15 @@ def train_reranker(
     calibration_split: str | None = "dev",
     calibration_holdout: float = 0.2,
 ) -> TrainingReport:
-    """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it, then fit its
-    calibration (:mod:`es_rag.evaluation.calibrate`) and write ``es_rag_calibration.json`` beside it.
+    """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it, then, on held-out
+    queries, fit its calibration (:mod:`es_rag.evaluation.calibrate`), learn its fusion with the fused order and run
+    the safety check (:mod:`es_rag.evaluation.rerank_safety`), and write ``es_rag_calibration.json``,
+    ``es_rag_fusion.json`` and ``es_rag_safety.json`` beside it.
 
     Calibration data: ``calibration_split`` when the dataset has its qrels; otherwise the last
     ``calibration_holdout`` share of the judged training queries (at least one) is kept out of training and used.
-    A calibration that cannot be fitted (e.g. the model does not rank yet) is reported, and no file is written.
+    A calibration that cannot be fitted (e.g. the model does not rank yet) is reported and no calibration file is
+    written; the fusion and the safety check then use the default calibration (the one the model is served with).
 
     Args:
         dataset: BEIR-layout folder.
@@ -405,6 +415,7 @@ def train_reranker(
         loss_last=round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
         config=asdict(config),
         losses=losses,
+        held_out=list(held),
     )
     cal_queries: dict[str, str] = held
     cal_data: dict[str, Any] = {"dataset": str(dataset), "split": f"{split} (held out: {len(held)} queries)"}
@@ -413,15 +424,26 @@ def train_reranker(
         _, cal_queries, cal_qrels = load_beir(dataset, calibration_split)
         cal_data = {"dataset": str(dataset), "split": calibration_split}
     if cal_queries:
-        from es_rag.evaluation.calibrate import calibrate_queries, write_calibration
+        from es_rag.evaluation.calibrate import check_queries
 
         try:
-            fit = calibrate_queries(index, cal_queries, cal_qrels, str(output_dir), settings=settings, data=cal_data)
+            check = check_queries(index, cal_queries, cal_qrels, str(output_dir), settings=settings, data=cal_data)
         except InputError as exc:
             report.calibration = {"error": str(exc), "written": None}
         else:
-            report.calibration = {**fit.to_file(), "written": str(write_calibration(fit, output_dir))}
+            written = [str(p) for p in check.written(output_dir)]
+            report.calibration = (
+                {**check.calibration.to_file(), "written": written[0]}
+                if check.calibration is not None
+                else {"error": check.calibration_error, "written": None}
+            )
+            report.fusion = {**check.fusion.fusion_file(), "written": written[-2]}
+            report.safety = {**check.fusion.safety_file(), "written": written[-1]}
         if log:
             log(f"calibration: {report.calibration}")
+            if report.safety is not None:
+                from es_rag.evaluation.rerank_safety import format_check
+
+                log(format_check(check.fusion))
     (Path(output_dir) / TRAINING_META).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     return report

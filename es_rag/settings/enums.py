@@ -174,6 +174,15 @@ class LongText(Choice):
     TRUNCATE = "truncate"
 
 
+class RerankFusion(Choice):
+    """How the cross-encoder's ranking meets the fused (first-stage) ranking: ``replace`` it, a weighted ``rrf`` of
+    both ranks, or ``interpolate`` the calibrated reranker score with the min-max normalised fused score."""
+
+    REPLACE = "replace"
+    RRF = "rrf"
+    INTERPOLATE = "interpolate"
+
+
 class Aggregation(Choice):
     """How window scores of one passage combine: ``max`` or ``mean_top_m``."""
 

@@ -78,6 +78,10 @@ def _convert(flat: str, value: Any) -> Any:
         if isinstance(value, str):
             return value
         wanted = f"a string, one of {', '.join(tp.values())}"
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+        wanted = "true or false"
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

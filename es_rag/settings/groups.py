@@ -42,6 +42,7 @@ from es_rag.settings.enums import (
     MmrPath,
     Precision,
     RerankBackend,
+    RerankFusion,
     ScoreNormalizer,
     SemanticChunking,
     Similarity,
@@ -531,6 +532,26 @@ class RerankSettings(Group):
         metavar="SECONDS|off",
         help="abandon a rerank call after this and keep the fused order",
     )
+    fusion: RerankFusion | None = opt(
+        None,
+        flat="rerank_fusion",
+        metavar="replace|rrf|interpolate",
+        shown="the model directory's fusion file, else replace",
+        help="combine the cross-encoder with the fused order: replace it, weighted RRF of both ranks, or interpolate "
+        "the calibrated score with the normalised fused score",
+    )
+    fusion_weight: float | None = opt(
+        None,
+        flat="rerank_fusion_weight",
+        metavar="W|off",
+        shown="the model directory's fusion file, else 0.5",
+        help="weight of the cross-encoder in rrf/interpolate fusion, within [0, 1] (1 - W goes to the fused order)",
+    )
+    allow_harmful: bool = opt(
+        False,
+        flat="allow_harmful_reranker",
+        help="rerank even with a model whose safety check says it hurts the fused order (es_rag_safety.json)",
+    )
     backend: RerankBackend = opt(
         RerankBackend.TORCH,
         flat="rerank_backend",
@@ -563,6 +584,10 @@ class RerankSettings(Group):
         self._int("top_m")
         self._enum("calibration", Calibration)
         self._enum("backend", RerankBackend)
+        self._enum("fusion", RerankFusion, optional=True)
+        self._number("fusion_weight", low=0.0, high=1.0)
+        if not isinstance(self.allow_harmful, bool):
+            raise ConfigError(f"allow_harmful_reranker: must be true or false, got {self.allow_harmful!r}")
         self._int("cache_size", minimum=0)
         self._number("temperature", above=0.0)
         self._number("timeout", above=0.0)

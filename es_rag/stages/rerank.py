@@ -1,15 +1,19 @@
 """The rerank stage: the cross-encoder scores the first ``rerank_k`` fused candidates (through the result
-cache, under a timeout), the scores are calibrated per model, and the list is re-sorted. When the model
-cannot load, fails or times out, the fused order is kept and the path says why; nothing is lost."""
+cache, under a timeout), the scores are calibrated per model, and the list is re-sorted by the reranker alone
+(``replace``) or by its fusion with the fused order (``rrf``, ``interpolate``: :mod:`es_rag.cross_encoder.fusion`).
+When the model cannot load, fails, times out, or its safety check says it hurts the fused order, the fused order is
+kept and the path says why; nothing is lost."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from es_rag.cross_encoder.fusion import OVERRIDE, FusionPlan, fuse, load_fusion, load_safety, refusal, verdict_for
 from es_rag.cross_encoder.model import (
     RANKING_TEXT_VERSION,
     Calibration,
@@ -26,6 +30,8 @@ from es_rag.settings import RerankSettings
 from es_rag.stages.base import StageOutput
 from es_rag.stages.pack import PROMPT_VERSION
 
+log = logging.getLogger(__name__)
+
 
 class RerankStage:
     """Cross-encoder reranking with its calibration, result cache and timeout.
@@ -35,7 +41,7 @@ class RerankStage:
 
     Args:
         reranker: The cross-encoder; None disables reranking (the fused order is kept).
-        settings: ``rerank_k``, calibration, timeout.
+        settings: ``rerank_k``, calibration, fusion, timeout, ``allow_harmful``.
         cache: Result cache; None: no cache.
     """
 
@@ -47,6 +53,9 @@ class RerankStage:
         self.cache = cache
         self._error: str | None = None
         self._calibration: Calibration | None = None
+        self._fusion: FusionPlan | None = None
+        self._safety: tuple[dict[str, Any] | None] | None = None
+        self._warned = False
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -80,6 +89,25 @@ class RerankStage:
                 threshold=s.threshold,
             )
         return self._calibration
+
+    def _model_dir(self) -> str | None:
+        name = self.reranker.name if self.reranker is not None else None
+        return name if name and Path(name).is_dir() else None
+
+    def fusion(self) -> FusionPlan:
+        """How the reranker meets the fused order: the settings, else the model directory's fusion file, else
+        ``replace``."""
+        if self._fusion is None:
+            s = self.settings
+            method = s.fusion.value if s.fusion is not None else None
+            self._fusion = load_fusion(self._model_dir(), method=method, weight=s.fusion_weight)
+        return self._fusion
+
+    def safety(self) -> dict[str, Any] | None:
+        """The model directory's safety checks (``es_rag_safety.json``), or None."""
+        if self._safety is None:
+            self._safety = (load_safety(self._model_dir()),)
+        return self._safety[0]
 
     def _score(self, query: str, passages: list[tuple[str, str]]) -> RerankOutput:
         assert self.reranker is not None
@@ -123,6 +151,27 @@ class RerankStage:
 
         if self.reranker is None:
             return kept("disabled: fused order kept")
+        try:
+            plan, safety = self.fusion(), self.safety()
+        except EsRagError as exc:
+            return kept(f"fallback: fused order (reranker settings unusable: {exc})", fallback=True)
+        if safety is not None:
+            verdict, reason = verdict_for(safety, plan)
+            info["safety"] = {"verdict": verdict, "reason": reason, "file": safety.get("path")}
+            why = refusal(safety, plan)
+            if why is not None and not self.settings.allow_harmful:
+                message = (
+                    f"reranker {self.reranker.name} not used: its safety check says it hurts the fused order ({why}); "
+                    f"{OVERRIDE}"
+                )
+                if not self._warned:
+                    self._warned = True
+                    log.warning("%s", message)
+                info["safety"]["refused"] = True
+                return kept(f"fallback: fused order ({message})", fallback=True, warning=message)
+            if why is not None:
+                info["safety"]["refused"] = False
+                info["safety"]["allowed_by"] = "allow_harmful_reranker"
         self.warm_up()
         if self._error is not None:
             return kept(f"fallback: fused order (reranker unavailable: {self._error})", fallback=True)
@@ -142,27 +191,47 @@ class RerankStage:
             if self.cache is not None and key is not None:
                 self.cache.put(key, output, sources=[(h.tenant_id, h.source_id, h.source_version) for h in head])
         cal = self.calibration()
-        out = []
-        for h in order_by_scores(head, output, self.reranker.name):
-            assert h.rerank_score is not None
-            out.append(h.replace(calibrated_score=cal.apply(h.rerank_score), final_score=h.rerank_score))
-        fused_rank = {h.chunk_id: i for i, h in enumerate(head, start=1)}
-        plan = getattr(self.reranker, "device_plan", None)  # a test double may have none
-        if plan is not None:
-            info["device"] = plan.describe()
+        scored = order_by_scores(head, output, self.reranker.name)  # best first by raw score
+        by_id = {h.chunk_id: h for h in scored}
+        in_fused = [by_id[h.chunk_id] for h in head]
+        raw = [float(h.rerank_score or 0.0) for h in in_fused]
+        calibrated = [cal.apply(x) for x in raw]
+        fused_scores = [h.fused_score for h in head]
+        mixed = fuse(plan, raw, calibrated, fused_scores)
+        out = [in_fused[i].replace(calibrated_score=calibrated[i], final_score=mixed.combined[i]) for i in mixed.order]
+        position = {i: r for r, i in enumerate(mixed.order, start=1)}
+        device = getattr(self.reranker, "device_plan", None)  # a test double may have none
+        if device is not None:
+            info["device"] = device.describe()
         info.update(
             reranked=True,
             model_version=self.reranker.version,
             ranking_text_version=RANKING_TEXT_VERSION,
             pairs=output.pairs,
             calibration=cal.to_dict(),
+            fusion={**plan.to_dict(), "inputs": mixed.inputs},
             scores=[
-                {"id": h.chunk_id, "fused_rank": fused_rank[h.chunk_id], "raw": h.rerank_score}
-                | {"calibrated": h.calibrated_score}
-                for h in out
+                {
+                    "id": head[i].chunk_id,
+                    "rank": position[i],
+                    "fused_rank": i + 1,
+                    "fused_score": fused_scores[i],
+                    "rerank_rank": mixed.rerank_rank[i],
+                    "raw": raw[i],
+                    "calibrated": calibrated[i],
+                    "method": plan.method,
+                    "weight": plan.weight,
+                    "combined": mixed.combined[i],
+                }
+                for i in mixed.order
             ],
             truncation={head[i].chunk_id: t.to_dict() for i, t in enumerate(output.truncation) if t.strategy != "none"},
             truncated=[h.chunk_id for h in out if h.truncated],
         )
         cached = " (cache hit)" if info.get("cache") == "hit" else ""
-        return StageOutput(hits=out, dropped=dropped, info=info, path=f"cross-encoder {self.reranker.name}{cached}")
+        fused_with = "" if plan.method == "replace" else f" fused with the first stage ({plan.describe()})"
+        harmful = (
+            " (marked hurts; allowed by allow_harmful_reranker)" if info.get("safety", {}).get("allowed_by") else ""
+        )
+        path = f"cross-encoder {self.reranker.name}{fused_with}{cached}{harmful}"
+        return StageOutput(hits=out, dropped=dropped, info=info, path=path)

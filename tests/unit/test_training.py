@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from es_rag.cross_encoder.fusion import FUSION_FILE, SAFETY_FILE, load_fusion
 from es_rag.cross_encoder.model import CALIBRATION_FILE, load_calibration
 from es_rag.errors import ConfigError, InputError
 from es_rag.evaluation.beir import load_beir
@@ -83,6 +84,18 @@ def test_train_reranker_saves_a_model_the_reranker_loads(
     assert cal.source == str(out / CALIBRATION_FILE) and cal.temperature == report.calibration["temperature"] > 0
     meta = json.loads((out / TRAINING_META).read_text())
     assert meta["split"] == "train" and meta["negatives_by_channel"]
+    # the held-out query also learns the fusion weight and runs the safety check, written beside the model
+    assert meta["held_out"] == ["tr5"] and report.held_out == ["tr5"]
+    assert report.fusion is not None and report.fusion["written"] == str(out / FUSION_FILE)
+    assert report.safety is not None and report.safety["written"] == str(out / SAFETY_FILE)
+    assert report.safety["verdict"] in ("helps", "neutral", "hurts") and report.safety["data"]["queries"] == 1
+    assert report.safety["checks"][0]["method"] == "replace"
+    assert load_fusion(out).source == str(out / FUSION_FILE)
+    # calibrate --split dev on a dataset without dev qrels reuses exactly those held-out queries
+    from es_rag.evaluation.calibrate import calibrate_beir
+
+    check = calibrate_beir(beir, str(out), split="dev", settings=settings, cache_dir=tmp_path)
+    assert check.fusion.queries == 1 and "held out of training" in check.fusion.data["split"]
     rr = CrossEncoderReranker(str(out))
     hits = [
         Hit(chunk_id=c, source_id=c, text=t, tenant_id="t", title="x")

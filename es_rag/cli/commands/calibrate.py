@@ -31,7 +31,11 @@ DESCRIPTION = (
     "embedded backend) or a golden JSONL file (--golden) run against your own index (--index-dir or --es). "
     "Temperature and bias: Platt scaling of the raw logit; threshold: the one of the best no-answer accuracy "
     "(a query is answerable when a relevant candidate reaches the gate). Writes es_rag_calibration.json into "
-    "--out (default: the model directory), where search, eval and the gate read it."
+    "--out (default: the model directory), where search, eval and the gate read it. With --dataset it also learns "
+    "the reranker's fusion with the fused order (es_rag_fusion.json: rrf or interpolate and the weight) and runs the "
+    "safety check (es_rag_safety.json: nDCG@10 against the fused order with a paired bootstrap CI; a model marked "
+    "hurts is not used by search). --split dev on a dataset without qrels/dev.tsv uses the training queries "
+    "train-reranker held out of training this model."
 )
 
 
@@ -84,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         args: Parsed arguments.
     """
     from es_rag.evaluation.calibrate import calibrate_beir, calibrate_golden, format_fit, write_calibration
+    from es_rag.evaluation.rerank_safety import format_check
 
     settings = settings_from_args(args, presets=[bm25_preset(args)])
     model = settings.rerank.model
@@ -98,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             "backend under its own tenant)"
         )
     if args.dataset:
-        fit = calibrate_beir(
+        check = calibrate_beir(
             args.dataset,
             model,
             split=args.split,
@@ -107,25 +112,35 @@ def run(args: argparse.Namespace) -> int:
             max_queries=args.max_queries,
             progress=progress(),
         )
-    else:
-        from es_rag.wiring import build_backend, build_embedder
-
-        index_dir = existing_index_dir(args)
-        if index_dir is None:
-            backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
-            backend.probe()
+        paths = [] if args.dry_run else check.written(str(out))
+        if args.json:
+            print_json({**check.summary(), "written": [str(p) for p in paths]})
+            return 0
+        if check.calibration is not None:
+            print(format_fit(check.calibration))
         else:
-            backend = build_backend(settings, index_dir=index_dir)
-        fit = calibrate_golden(
-            args.golden,
-            model,
-            backend=backend,
-            embedder=build_embedder(settings),
-            settings=settings,
-            tenant=args.tenant,
-            groups=acl_groups(args.acl),
-            progress=progress(),
-        )
+            print(f"calibration not fitted: {check.calibration_error}")
+        print(format_check(check.fusion))
+        print("written: " + ", ".join(str(p) for p in paths) if paths else "dry run: nothing written")
+        return 0
+    from es_rag.wiring import build_backend, build_embedder
+
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
+        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        backend.probe()
+    else:
+        backend = build_backend(settings, index_dir=index_dir)
+    fit = calibrate_golden(
+        args.golden,
+        model,
+        backend=backend,
+        embedder=build_embedder(settings),
+        settings=settings,
+        tenant=args.tenant,
+        groups=acl_groups(args.acl),
+        progress=progress(),
+    )
     path = None if args.dry_run else write_calibration(fit, str(out))
     if args.json:
         print_json({**fit.to_file(), "written": str(path) if path else None})

@@ -15,7 +15,10 @@ SCOPE = {
     "encoder": ("model", "dims", "device"),
     "retrieve": ("bm25_fields", "bm25_tie_breaker", "query_language"),
     "fusion": ("rank_constant",),
+    "rerank": ("k", "max_length", "long_text", "aggregation", "top_m", "batch_size"),
 }
+"""The mining channels, and the reranker set-up the held-out check scores with (calibration, fusion weight and safety
+verdict hold for that set-up)."""
 
 
 def register(sub: Any) -> None:
@@ -47,14 +50,18 @@ def register(sub: Any) -> None:
     g.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
     g.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
     g.add_argument("--learning-rate", type=float, default=3e-5, help="(%(default)s)")
-    c = p.add_argument_group("calibration (es_rag_calibration.json beside the model; see also `es-rag calibrate`)")
+    c = p.add_argument_group(
+        "calibration, fusion and safety check on held-out queries (es_rag_calibration.json, es_rag_fusion.json and "
+        "es_rag_safety.json beside the model; see also `es-rag calibrate`)"
+    )
     c.add_argument(
         "--calibration-split",
         default="dev",
         metavar="SPLIT|off",
-        help="split the temperature, bias and no-answer threshold are fitted on after training; when the dataset "
-        "has no such qrels, --calibration-holdout of the training queries is kept out of training instead; off = "
-        "no calibration (%(default)s)",
+        help="split the temperature, bias, no-answer threshold and fusion weight are fitted on, and the safety check "
+        "(nDCG@10 against the fused order, paired bootstrap CI) runs on, after training; when the dataset has no such "
+        "qrels, --calibration-holdout of the training queries is kept out of training instead; off = none of them "
+        "(%(default)s)",
     )
     c.add_argument(
         "--calibration-holdout",
