@@ -16,7 +16,7 @@ gets a dev split carved from train: a seeded share of the train queries (:func:`
 from __future__ import annotations
 
 import dataclasses
-import math
+import itertools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -143,7 +143,7 @@ KNOBS: tuple[Knob, ...] = (
         low=5,
         high=120,
         log=True,
-        grid=(20, 60, 100),
+        grid=(5, 20, 60),
     ),
     Knob(
         "candidate_k",
@@ -421,14 +421,21 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if sampler == "grid":
+        # every combination of the grids, the base first, each once: enqueued in order, since optuna's GridSampler
+        # does not count an enqueued base trial as a visited grid point and may then visit that point twice
         space = {k.name: _with(k.grid or k.choices, base_values[k.name]) for k in knobs}
-        chosen: Any = optuna.samplers.GridSampler(space, seed=seed)
-        budget = min(trials, math.prod(len(v) for v in space.values()))
+        combos = [dict(zip(space, values, strict=True)) for values in itertools.product(*space.values())]
+        combos.sort(key=lambda c: c != {k: base_values[k] for k in space})  # stable: the base combination first
+        chosen: Any = optuna.samplers.RandomSampler(seed=seed)  # never consulted: every trial is enqueued
+        budget = min(trials, len(combos))
+        study = optuna.create_study(direction="maximize", sampler=chosen)
+        for combo in combos[:budget]:
+            study.enqueue_trial({**base_values, **combo})
     else:
         chosen = optuna.samplers.TPESampler(seed=seed)
         budget = trials
-    study = optuna.create_study(direction="maximize", sampler=chosen)
-    study.enqueue_trial(base_values)
+        study = optuna.create_study(direction="maximize", sampler=chosen)
+        study.enqueue_trial(base_values)
     study.optimize(objective, n_trials=budget, timeout=timeout)
     if not rows:
         raise EsRagError("tune: no trial finished (raise --timeout)")

@@ -432,11 +432,11 @@ class FusionSettings(Group):
     )
     rank_constant: int = opt(5, help="RRF rank constant k in 1/(k + rank)")
     channel_weights: dict[str, float] = opt(
-        factory=lambda: {"bm25": 1.2},
+        factory=dict,
         metavar="CH=W,...",
-        shown="bm25=1.2, others 1",
-        help="weight per channel (bm25, dense, exact) in rrf or linear fusion, e.g. bm25=1,dense=2 (a weighted "
-        "native rrf needs Elasticsearch 9.2+; older clusters fuse client-side, same numbers)",
+        shown="all 1",
+        help="weight per channel (bm25, dense, exact) in rrf or linear fusion, e.g. bm25=1.2 (a weighted native rrf "
+        "needs Elasticsearch 9.2+; older clusters fuse client-side, same numbers)",
     )
 
     def __post_init__(self) -> None:

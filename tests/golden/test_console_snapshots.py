@@ -91,9 +91,6 @@ SETUP_NOTE = (
 )
 EN_ROUTE = "# query language en (detected, p=1.00): bm25 fields ['title.en', 'heading_path.en', 'text.en']"
 """An English query searches the ``.en`` subfields (es_rag.languages)."""
-WEIGHTS = "# channel weights: bm25=1.2 (any other channel 1.0)"
-"""The default channel weights (docs/evaluation.md, "Product defaults")."""
-NATIVE_RRF_WEIGHTED = NATIVE_RRF[:-1] + ", >= 9.2 for the weights)"
 
 #: snapshot file -> the comment lines the console output carries, in order.
 GATE_NOTE = (
@@ -110,16 +107,14 @@ COMMENTS: dict[str, list[str]] = {
     "explain_reset_password_acme_support_dims8.console.txt": [
         GATE_NOTE,
         EN_ROUTE,
-        WEIGHTS,
-        NATIVE_RRF_WEIGHTED,
+        NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_channel_acme_support_dims8.console.txt": [
         GATE_NOTE,
         EN_ROUTE,
         EXACT_NOTE,
-        WEIGHTS,
-        NATIVE_RRF_WEIGHTED,
+        NATIVE_RRF,
         "# client fusion: one _msearch (BM25 + kNN + exact), fused by es_rag's RRF (any licence)",
     ],
     "explain_exact_linear_weighted_acme_support_dims8.console.txt": [
@@ -134,14 +129,12 @@ COMMENTS: dict[str, list[str]] = {
         GATE_NOTE,
         EN_ROUTE,
         "# native fusion not used (normalizer zscore exists only client-side): client path only",
-        WEIGHTS,
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's linear fusion (zscore) (any licence)",
     ],
     "explain_es_rerank_diversify_acme_support_dims8.console.txt": [
         GATE_NOTE,
         EN_ROUTE,
-        WEIGHTS,
-        NATIVE_RRF_WEIGHTED,
+        NATIVE_RRF,
         "# rerank: Elasticsearch text_similarity_reranker my-rerank over the top 40 (Enterprise/trial licence, "
         "Elasticsearch >= 8.14); the local cross-encoder is skipped, and is the fallback on a licence 403 or a cluster "
         "without the retriever",
@@ -153,7 +146,6 @@ COMMENTS: dict[str, list[str]] = {
         GATE_NOTE,
         "# stored search template es-rag-hybrid (installed by es-rag setup): native rrf over bm25 + dense + exact "
         "with the filter in every child (Enterprise/trial licence)",
-        "# the template fuses with unweighted rrf: --fusion-method/--channel-weights are not templated",
     ],
 }
 

@@ -179,10 +179,15 @@ def test_default_ablations_are_relative_to_the_base() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], ("english", ("title", "text"), 1.0, 0.9, 0.4)),
+        # no protocol named: the product defaults (docs/evaluation.md, "Product defaults, per language")
+        ([], ("standard", ("title", "heading_path", "text"), 0.5, 1.2, 0.75)),
+        (["--bm25-protocol", "beir-multifield"], ("english", ("title", "text"), 1.0, 0.9, 0.4)),
         (["--bm25-protocol", "beir-es"], ("english", ("title", "text"), 0.5, 1.2, 0.75)),
-        (["--bm25-protocol", "settings"], ("standard", ("title^2", "heading_path^1.5", "text"), 0.0, 1.2, 0.75)),
-        (["--bm25-tie-breaker", "0.3", "--analyzer", "standard"], ("standard", ("title", "text"), 0.3, 0.9, 0.4)),
+        (["--bm25-protocol", "settings"], ("standard", ("title", "heading_path", "text"), 0.5, 1.2, 0.75)),
+        (
+            ["--bm25-protocol", "beir-multifield", "--bm25-tie-breaker", "0.3", "--analyzer", "standard"],
+            ("standard", ("title", "text"), 0.3, 0.9, 0.4),
+        ),
         (
             ["--bm25-protocol", "beir-es", "--bm25-k1", "2.0", "--bm25-fields", "text"],
             ("english", ("text",), 0.5, 2.0, 0.75),

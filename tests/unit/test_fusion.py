@@ -305,7 +305,9 @@ def test_fuse_channels_applies_channel_weights_and_each_channels_own_score() -> 
         "bm25": [_hit("a", bm25_score=10.0), _hit("b", bm25_score=4.0)],
         "dense": [_hit("b", dense_score=0.5), _hit("c", dense_score=0.9)],
     }
-    rrf = fuse_channels(channels, Settings(channel_weights={"dense": 3.0}, candidate_k=10, rerank_k=10))
+    rrf = fuse_channels(
+        channels, Settings(channel_weights={"dense": 3.0}, rank_constant=60, candidate_k=10, rerank_k=10)
+    )
     got = {h.chunk_id: h.fused_score for h in rrf}
     assert [h.chunk_id for h in rrf] == ["b", "c", "a"]
     assert close(got["b"], 1 / 62 + 3 / 61) and close(got["c"], 3 / 62) and close(got["a"], 1 / 61)
@@ -351,7 +353,8 @@ def test_the_fusion_stage_records_its_path_and_the_fused_list() -> None:
 
     hits = [_hit("a", bm25_score=2.0), _hit("b", bm25_score=1.0)]
     client = run(
-        Retrieval(channels={"bm25": hits}, fused=None, path="client-rrf"), Settings(candidate_k=10, rerank_k=10)
+        Retrieval(channels={"bm25": hits}, fused=None, path="client-rrf"),
+        Settings(rank_constant=60, candidate_k=10, rerank_k=10),
     )
     assert client.path == "client-rrf (rank_constant=60, rank_window_size=10)"
     assert client.info == {"fused": [{"id": "a", "rank": 1, "score": client.hits[0].fused_score},

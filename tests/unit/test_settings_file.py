@@ -131,11 +131,14 @@ def test_precedence_defaults_file_presets_flags(tmp_path: Path) -> None:
         args = parser.parse_args(["eval", "--dataset", "d", "--settings", str(path), *argv])
         return settings_from_args(args, presets=[bm25_preset(args), mmr_preset(args)])
 
-    # eval applies beir-multifield by default: the file overrides that default preset ...
+    # eval's default preset is the product defaults (`settings`): the file's values win, the rest are defaults ...
     s = eval_settings()
     assert (s.index.bm25_k1, s.index.analyzer.value, s.index.bm25_b, s.retrieve.bm25_fields) == (
-        1.7, "standard", 0.4, ("title", "text"),
+        1.7, "standard", 0.75, ("title", "heading_path", "text"),
     )  # fmt: skip
+    # ... and a named BEIR preset overrides the file
+    s = eval_settings("--bm25-protocol", "beir-multifield")
+    assert (s.index.bm25_k1, s.index.bm25_b, s.retrieve.bm25_fields) == (0.9, 0.4, ("title", "text"))
     assert s.select.mmr_lambda == 0.9
     # ... a preset named on the command line overrides the file, and an explicit flag overrides both
     s = eval_settings("--bm25-protocol", "beir-es", "--mmr-preset", "exploratory")

@@ -55,7 +55,7 @@ def test_unknown_settings_get_a_did_you_mean() -> None:
         ({"vector_index_type": "hnsw8"}, "vector_index_type: invalid value 'hnsw8'"),
         ({"chunk_overlap": 300}, "chunk_overlap (300) must be >= 0 and < chunk_max_tokens (200)"),
         ({"mmr_lambda": 2}, "mmr_lambda: must be within [0, 1]"),
-        ({"rerank_k": 60}, "context_k <= rerank_k <= candidate_k"),  # across groups
+        ({"rerank_k": 160}, "context_k <= rerank_k <= candidate_k"),  # across groups
         ({"vector_index_type": "int4_hnsw", "vector_dims": 383}, "needs an even vector_dims"),  # across groups
     ],
 )

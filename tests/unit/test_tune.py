@@ -81,7 +81,7 @@ def test_tune_measures_the_defaults_as_trial_0_and_the_profile_reproduces_the_be
     plain = evaluate(beir, split="train", settings=base_off, cache_dir=tmp_path, depth=base.retrieve.candidate_k)
     zero = next(r for r in trials if r["trial"] == 0)
     assert zero["score"] == round(plain["stages"]["hybrid"]["ndcg@10"], 4) == result["defaults_score"]
-    assert zero["params"]["rank_constant"] == 60 and zero["params"]["bm25_weight"] == 1.0
+    assert zero["params"]["rank_constant"] == 5 and zero["params"]["bm25_weight"] == 1.0
     assert result["best_score"] == trials[0]["score"] >= result["defaults_score"]
 
     # the CLI writes the profile; it reads back to the best trial's settings and score
@@ -122,6 +122,6 @@ def test_the_grid_sampler_walks_the_grid(beir: Path, tiny_bi_encoder: Path, tmp_
     (knob,) = select_knobs("hybrid", names=["rank_constant"])
     result = tune(beir, settings=base, split="train", stage="hybrid", knobs=[knob], trials=10, sampler="grid",
                   cache_dir=tmp_path)  # fmt: skip
-    # the grid (20, 60, 100) holds the default 60: three trials, each value once, whatever the budget
-    assert sorted(r["params"]["rank_constant"] for r in result["trials"]) == [20, 60, 100]
-    assert next(r for r in result["trials"] if r["trial"] == 0)["params"] == {"rank_constant": 60}
+    # the grid (5, 20, 60) holds the default 5: three trials, each value once, whatever the budget
+    assert sorted(r["params"]["rank_constant"] for r in result["trials"]) == [5, 20, 60]
+    assert next(r for r in result["trials"] if r["trial"] == 0)["params"] == {"rank_constant": 5}
