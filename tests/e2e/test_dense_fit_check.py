@@ -129,3 +129,15 @@ def test_dense_fit_check_off_keeps_the_dense_channel(sample_pipeline) -> None:  
     ja = pipe.search(JA_QUERY, FLT)
     assert ja.trace.paths["dense"] == "client-embedding"
     assert any(h.dense_score is not None for h in ja.candidates)
+
+
+def test_explain_prints_what_search_sends_for_a_misfit_language(capsys: pytest.CaptureFixture[str]) -> None:
+    from es_rag.cli import main
+
+    assert main(["explain", JA_QUERY, "--tenant", "acme", "--acl", "public"]) == 0
+    out, err = capsys.readouterr()
+    assert "no dense channel: weight 0 for query language ja" in err
+    assert "text.ja" in out and "knn" not in out
+    assert main(["explain", JA_QUERY, "--tenant", "acme", "--acl", "public", "--dense-fit-check", "off"]) == 0
+    out, err = capsys.readouterr()
+    assert "knn" in out and "no dense channel" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from es_rag.cli.options import (
@@ -20,7 +21,7 @@ from es_rag.cli.options import (
 HELP = "print the Elasticsearch request(s) a search sends (no cluster needed)"
 SCOPE = {
     "index": ("prefix", "language", "languages", "metadata_fields"),
-    "encoder": ("model", "dims", "inference_id", "vector_mode"),
+    "encoder": ("model", "dims", "inference_id", "vector_mode", "fit_check"),
     "retrieve": None,
     "fusion": None,
     "rerank": ("model", "k", "inference_id", "min_score"),
@@ -71,9 +72,24 @@ def run(args: argparse.Namespace) -> int:
         # A unit vector: valid for cosine (no zero magnitude) and dot_product (unit length) alike.
         vector: Any = [1.0] + [0.0] * (settings.encoder.dims - 1)
     else:
+        from es_rag.encoders.fit import language_misfit
+        from es_rag.query import bm25_route
+        from es_rag.settings import DenseFitCheck
         from es_rag.wiring import build_embedder
 
-        vector = build_embedder(settings).embed_query(args.query).tolist()
+        embedder = build_embedder(settings)
+        vector = embedder.embed_query(args.query).tolist()
+        language = bm25_route(args.query, settings).language.code
+        if settings.encoder.fit_check is DenseFitCheck.AUTO and language:
+            verdict = language_misfit(embedder, language, sample=args.query)
+            if verdict is not None and verdict[0] is not None:
+                # what search does (RagPipeline._language_misfit): no dense channel for this query's language
+                vector = None
+                print(
+                    f"es-rag explain: no dense channel: weight 0 for query language {language}, the embedding "
+                    f"model misfits it ({verdict[0]}); --dense-fit-check off prints it",
+                    file=sys.stderr,
+                )
     text = explain_text(args.query, vector, flt, settings, backend=backend, template=args.template, fmt=args.format)
     print(text, end="" if args.format == "console" else "\n")
     return 0
