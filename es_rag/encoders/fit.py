@@ -211,6 +211,20 @@ query's."""
 _VERDICTS: dict[tuple[str, str], tuple[str | None, TokenizerFit]] = {}
 
 
+def piece_tokenizer(encoder: Any) -> PieceTokenizer | None:
+    """``encoder``'s tokenizer when it gives pieces and spans (what the fit check reads), else None (a test double,
+    a remote encoder, a tokenizer that cannot load).
+
+    Args:
+        encoder: An embedder with ``tokenizer()``, or a :class:`PieceTokenizer`.
+    """
+    try:
+        tokenizer = encoder if isinstance(encoder, PieceTokenizer) else encoder.tokenizer()
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        return None
+    return tokenizer if isinstance(tokenizer, PieceTokenizer) else None
+
+
 def language_misfit(encoder: Any, language: str, sample: str | None = None) -> tuple[str | None, TokenizerFit] | None:
     """Whether ``encoder``'s tokenizer clearly misfits ``language`` (``misfit(fit, clear_only=True)``):
     ``(reason or None, fit)``, judged on the language's
@@ -224,13 +238,8 @@ def language_misfit(encoder: Any, language: str, sample: str | None = None) -> t
     """
     probe = PROBE_TEXTS.get(language)
     text = probe if probe is not None else sample
-    if not text:
-        return None
-    try:
-        tokenizer = encoder if isinstance(encoder, PieceTokenizer) else encoder.tokenizer()
-    except (AttributeError, OSError, RuntimeError, ValueError):
-        return None
-    if not isinstance(tokenizer, PieceTokenizer):
+    tokenizer = piece_tokenizer(encoder)
+    if not text or tokenizer is None:
         return None
     version = str(getattr(encoder, "version", None) or id(tokenizer))
     key = (version, language if probe is not None else f"{language}\x00{text}")

@@ -403,13 +403,10 @@ def _warn_language_misfits(embedder: Any, samples: Mapping[str, Sequence[str]], 
     """One warning per language of this ingest that the embedding model's tokenizer misfits
     (:func:`es_rag.encoders.fit.misfit` on up to :data:`FIT_SAMPLE_CHUNKS` of its chunks): its vectors mean little,
     and a query in that language runs BM25 only (``--dense-fit-check auto``)."""
-    from es_rag.encoders.fit import PieceTokenizer, misfit, tokenizer_fit
+    from es_rag.encoders.fit import misfit, piece_tokenizer, tokenizer_fit
 
-    try:
-        tokenizer = embedder.tokenizer()
-    except (AttributeError, OSError, RuntimeError, ValueError):
-        return
-    if not isinstance(tokenizer, PieceTokenizer):
+    tokenizer = piece_tokenizer(embedder)
+    if tokenizer is None:
         return
     for language, texts in sorted(samples.items()):
         fit = tokenizer_fit(tokenizer, texts)
