@@ -20,8 +20,15 @@ from tqdm import tqdm
 
 from es_rag.cross_encoder.calibration import CalibrationFit, ScoredQuery, fit_calibration
 from es_rag.cross_encoder.model import CALIBRATION_FILE, Calibration
-from es_rag.errors import ConfigError, EsRagError, InputError
-from es_rag.evaluation.rerank_safety import FusionFit, beir_labelled, collect, fit_fusion, write_fusion
+from es_rag.errors import ConfigError, InputError
+from es_rag.evaluation.rerank_safety import (
+    FusionFit,
+    beir_labelled,
+    collect,
+    fit_fusion,
+    reranked_search,
+    write_fusion,
+)
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
@@ -43,12 +50,7 @@ def scored_queries(pipeline: Any, cases: Iterable[Case], *, progress: bool = Fal
     """
     out = []
     for qid, text, flt, is_relevant in tqdm(list(cases), desc="calibrate", unit="q", disable=not progress):
-        result = pipeline.search(text, flt)
-        if result.candidates and not result.reranked:
-            raise EsRagError(
-                f"calibrate: query {qid}: the cross-encoder did not score the candidates "
-                f"({result.trace.paths.get('rerank', 'no reranker')})"
-            )
+        result = reranked_search(pipeline, qid, text, flt, "calibrate")
         out.append(
             ScoredQuery(
                 qid,
@@ -205,6 +207,20 @@ def calibrate_beir(
     return check_queries(index, queries, qrels, model, settings=settings, data=data, progress=progress)
 
 
+def _scoring_pipeline(index: Any, settings: Settings) -> Any:
+    """A pipeline over an evaluation index that reranks with ``settings`` (from :func:`calibration_settings`)."""
+    from es_rag.pipeline import RagPipeline
+    from es_rag.wiring import build_reranker
+
+    return RagPipeline(
+        index.backend,
+        embedder=index.embedder,
+        settings=settings,
+        tokenizer=index.embedder.tokenizer(),
+        reranker=build_reranker(settings),
+    )
+
+
 def check_queries(
     index: Any,
     queries: dict[str, str],
@@ -231,17 +247,9 @@ def check_queries(
         InputError: No judged query among ``queries``.
     """
     from es_rag.evaluation.index import EVAL_TENANT
-    from es_rag.pipeline import RagPipeline
-    from es_rag.wiring import build_reranker
 
     settings = calibration_settings(settings, model)
-    pipeline = RagPipeline(
-        index.backend,
-        embedder=index.embedder,
-        settings=settings,
-        tokenizer=index.embedder.tokenizer(),
-        reranker=build_reranker(settings),
-    )
+    pipeline = _scoring_pipeline(index, settings)
     dev = collect(pipeline, beir_labelled(queries, qrels, EVAL_TENANT), progress=progress)
     described = {**(data or {}), "model": model, "rerank_k": settings.rerank.k}
     fit: CalibrationFit | None = None
@@ -276,17 +284,9 @@ def calibrate_queries(
         progress: Progress bar.
     """
     from es_rag.evaluation.index import EVAL_TENANT
-    from es_rag.pipeline import RagPipeline
-    from es_rag.wiring import build_reranker
 
     settings = calibration_settings(settings, model)
-    pipeline = RagPipeline(
-        index.backend,
-        embedder=index.embedder,
-        settings=settings,
-        tokenizer=index.embedder.tokenizer(),
-        reranker=build_reranker(settings),
-    )
+    pipeline = _scoring_pipeline(index, settings)
     scored = scored_queries(pipeline, beir_cases(queries, qrels, EVAL_TENANT), progress=progress)
     return fit_calibration(scored, data={**(data or {}), "model": model, "rerank_k": settings.rerank.k})
 

@@ -104,6 +104,29 @@ class DevQuery:
         return ndcg_at([*(self.docs[i] for i in order), *self.tail], self.grades, 10)
 
 
+def reranked_search(pipeline: Any, qid: str, text: str, flt: SearchFilter, what: str) -> Any:
+    """``pipeline.search(text, flt)``, refused unless the cross-encoder scored the candidates (what calibration and
+    the rerank check read).
+
+    Args:
+        pipeline: A pipeline with a cross-encoder.
+        qid: The query's id (named in the error).
+        text: The query.
+        flt: Its filter.
+        what: The caller's name in the error (``calibrate``, ``rerank check``).
+
+    Raises:
+        EsRagError: The reranker did not score the query (it failed to load, timed out or fell back).
+    """
+    result = pipeline.search(text, flt)
+    if result.candidates and not result.reranked:
+        raise EsRagError(
+            f"{what}: query {qid}: the cross-encoder did not score the candidates "
+            f"({result.trace.paths.get('rerank', 'no reranker')})"
+        )
+    return result
+
+
 def collect(pipeline: Any, cases: Iterable[LabelledCase], *, progress: bool = False) -> list[DevQuery]:
     """Run every labelled query through ``pipeline`` (which must rerank with the raw scores, ``replace`` and no
     safety refusal: :func:`~es_rag.evaluation.calibrate.calibration_settings`) and keep its head in fused order.
@@ -118,12 +141,7 @@ def collect(pipeline: Any, cases: Iterable[LabelledCase], *, progress: bool = Fa
     """
     out = []
     for qid, text, flt, grades in tqdm(list(cases), desc="rerank check", unit="q", disable=not progress):
-        result = pipeline.search(text, flt)
-        if result.candidates and not result.reranked:
-            raise EsRagError(
-                f"rerank check: query {qid}: the cross-encoder did not score the candidates "
-                f"({result.trace.paths.get('rerank', 'no reranker')})"
-            )
+        result = reranked_search(pipeline, qid, text, flt, "rerank check")
         position = {cid: i for i, cid in enumerate(result.fused)}
         head = sorted(result.candidates, key=lambda h: position.get(h.chunk_id, len(position)))
         doc_of = {h.chunk_id: (h.source_id if h.source_id in grades else h.chunk_id) for h in head}
