@@ -33,6 +33,7 @@ from es_rag.settings import Settings
 from es_rag.stages.fusion import reciprocal_rank_fusion
 
 TRAINING_META = "es_rag_training.json"
+CURVE_PLOT = "learning_curve.png"
 
 
 def _passage(hit: Hit) -> str:
@@ -51,6 +52,8 @@ class TrainingPair:
         passage: ``ranking_text`` of the document.
         label: Target in [0, 1] (graded relevance / max grade; 0 for negatives).
         origin: ``qrels`` for positives, else the channel and rank that surfaced it (``hybrid@3``).
+        fused_rank: 1-based rank of the document in the query's fused (BM25 + dense RRF) mining list, None when it
+            is not in that list (the teacher of ``distill``).
     """
 
     query_id: str
@@ -59,6 +62,7 @@ class TrainingPair:
     passage: str
     label: float
     origin: str
+    fused_rank: int | None = None
 
 
 @dataclass
@@ -81,6 +85,10 @@ class TrainingConfig:
             cross-entropy on single pairs against their graded labels, ``batch_size`` pairs per step.
         device: Torch device to train on (:func:`~es_rag.encoders.device.resolve_device`: ``auto`` = cuda, else
             mps, else cpu).
+        distill: Weight of the fused order as a teacher in the listwise target (0 = labels alone): each group's
+            target is ``(1 - distill) * one-hot(positive) + distill * teacher``, the teacher giving each document a
+            share proportional to ``1 / fused rank`` (rank ``mining_depth + 1`` when the fused list does not hold
+            it), so the order of the hard negatives is learned too, not only that the positive beats them.
     """
 
     base_model: str
@@ -94,10 +102,15 @@ class TrainingConfig:
     seed: int = 13
     loss: str = "listwise"
     device: str = "auto"
+    distill: float = 0.0
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ConfigError(f"loss: invalid value {self.loss!r}; valid values: {', '.join(LOSSES)}")
+        if not 0.0 <= self.distill <= 1.0:
+            raise ConfigError(f"distill: must be within [0, 1], got {self.distill}")
+        if self.distill > 0 and self.loss != "listwise":
+            raise ConfigError(f"distill: the fused-order teacher needs --loss listwise, not {self.loss}")
 
 
 @dataclass
@@ -126,6 +139,9 @@ class TrainingReport:
     safety: dict[str, Any] | None = None
     """The safety check on the calibration queries (``es_rag_safety.json``): does the reranker beat the fused order."""
     losses: list[float] = field(default_factory=list)
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    """Learning curve: held-out nDCG@10 of the reranked first-stage head before training and after every epoch
+    (:func:`curve_evaluator`), with the training loss of each epoch; empty when no query was held out."""
     held_out: list[str] = field(default_factory=list)
     """Ids of the judged training queries kept out of training (calibration, fusion weight and safety check data when
     the dataset has no ``calibration_split``); ``es-rag calibrate --split dev`` reuses them for this model."""
@@ -186,12 +202,15 @@ def mine_pairs(
         max_grade = max([g for g in judged.values() if g > 0], default=0)
         if max_grade == 0:
             continue
-        for did, grade in judged.items():
-            if grade > 0 and did in docs:
-                pairs.append(TrainingPair(qid, did, qtext, _passage(docs[did]), grade / max_grade, "qrels"))
         bm25 = [h.chunk_id for h in backend.bm25(qtext, flt, depth)]
         dense = [h.chunk_id for h in backend.knn(embedder.embed_query(qtext), flt, depth)]
         hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+        fused_rank = {did: i + 1 for i, did in enumerate(hybrid)}
+        for did, grade in judged.items():
+            if grade > 0 and did in docs:
+                pairs.append(
+                    TrainingPair(qid, did, qtext, _passage(docs[did]), grade / max_grade, "qrels", fused_rank.get(did))
+                )
         lists = {"hybrid": hybrid, "bm25": bm25, "dense": dense}
         cursors = dict.fromkeys(lists, 0)
         taken: set[str] = set()
@@ -203,11 +222,118 @@ def mine_pairs(
                     if judged.get(did, 0) <= 0 and did not in taken and did in docs:
                         taken.add(did)
                         origin = f"{channel}@{cursors[channel]}"
-                        pairs.append(TrainingPair(qid, did, qtext, _passage(docs[did]), 0.0, origin))
+                        pairs.append(
+                            TrainingPair(qid, did, qtext, _passage(docs[did]), 0.0, origin, fused_rank.get(did))
+                        )
                         break
                 if len(taken) >= negatives_per_query:
                     break
     return pairs
+
+
+def _listwise_target(group: Sequence[TrainingPair], distill: float, depth: int) -> Any:
+    """The listwise target of one group (positive first): one-hot on the positive, mixed with ``distill`` of the
+    fused-order teacher (shares proportional to ``1 / fused rank``, rank ``depth + 1`` outside the fused list)."""
+    import torch
+
+    onehot = torch.zeros(len(group))
+    onehot[0] = 1.0
+    if distill <= 0:
+        return onehot
+    inverse = torch.tensor([1.0 / (p.fused_rank or depth + 1) for p in group])
+    return (1.0 - distill) * onehot + distill * inverse / inverse.sum()
+
+
+def curve_evaluator(
+    backend: Any,
+    embedder: Any,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    docs: dict[str, Hit],
+    *,
+    tenant: str,
+    depth: int,
+    rank_constant: int,
+) -> Callable[[Callable[[Sequence[tuple[str, str]]], list[float]]], dict[str, Any]] | None:
+    """The learning-curve probe of :func:`train_cross_encoder`: each judged held-out query's first-stage head (the
+    top ``depth`` of the BM25 + dense RRF list that mining uses) is found once; every call scores the heads with the
+    model being trained and returns the mean nDCG@10 of the reranked heads beside that of the first-stage order.
+
+    Returns None when no query is judged.
+
+    Args:
+        backend: Indexed backend with ``bm25`` and ``knn``.
+        embedder: Query embedder.
+        queries: Held-out query id -> text.
+        qrels: Query id -> doc id -> grade.
+        docs: Doc id -> hit (passage text).
+        tenant: Tenant the corpus was indexed under.
+        depth: Candidates per channel and head size (the rerank depth).
+        rank_constant: RRF rank constant.
+    """
+    from es_rag.evaluation.metrics import ndcg_at
+
+    flt = SearchFilter(tenant)
+    heads: list[tuple[str, list[str], dict[str, int]]] = []
+    for qid, text in queries.items():
+        grades = qrels.get(qid, {})
+        if not any(g > 0 for g in grades.values()):
+            continue
+        bm25 = [h.chunk_id for h in backend.bm25(text, flt, depth)]
+        dense = [h.chunk_id for h in backend.knn(embedder.embed_query(text), flt, depth)]
+        fused = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+        heads.append((text, [d for d in fused if d in docs][:depth], dict(grades)))
+    if not heads:
+        return None
+    first = sum(ndcg_at(head, grades, 10) for _, head, grades in heads) / len(heads)
+    passages = {d: _passage(docs[d]) for _, head, _ in heads for d in head}
+
+    def evaluate(score: Callable[[Sequence[tuple[str, str]]], list[float]]) -> dict[str, Any]:
+        total = 0.0
+        for text, head, grades in heads:
+            scores = score([(text, passages[d]) for d in head])
+            ranked = [d for _, d in sorted(zip(scores, head, strict=True), key=lambda x: -x[0])]
+            total += ndcg_at(ranked, grades, 10)
+        return {
+            "queries": len(heads),
+            "ndcg@10_first_stage": round(first, 4),
+            "ndcg@10_reranked": round(total / len(heads), 4),
+        }
+
+    return evaluate
+
+
+def plot_curve(curve: Sequence[dict[str, Any]], path: str | Path) -> bool:
+    """Draw the learning curve (held-out nDCG@10 per epoch against the first stage, and the training loss) as a PNG;
+    False when matplotlib (extra ``report``) is missing or there is nothing to draw."""
+    points = [c for c in curve if c.get("ndcg@10_reranked") is not None]
+    if not points:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    xs = [c["epoch"] for c in points]
+    ax.plot(xs, [c["ndcg@10_reranked"] for c in points], marker="o", label="reranked (held-out nDCG@10)")
+    ax.axhline(points[0]["ndcg@10_first_stage"], color="grey", linestyle="--", label="first stage (fused order)")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("nDCG@10")
+    ax.grid(alpha=0.3)
+    losses = [(c["epoch"], c["train_loss"]) for c in points if c.get("train_loss") is not None]
+    if losses:
+        twin = ax.twinx()
+        twin.plot([x for x, _ in losses], [y for _, y in losses], color="tab:red", marker=".", alpha=0.6)
+        twin.set_ylabel("training loss (epoch mean)", color="tab:red")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"Learning curve ({points[0]['queries']} held-out queries)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
 
 
 def train_cross_encoder(
@@ -216,6 +342,8 @@ def train_cross_encoder(
     output_dir: str | Path,
     *,
     log: Callable[[str], None] | None = None,
+    evaluate: Callable[[Callable[[Sequence[tuple[str, str]]], list[float]]], dict[str, Any]] | None = None,
+    curve: list[dict[str, Any]] | None = None,
 ) -> tuple[int, list[float], float]:
     """Fine-tune a single-logit cross-encoder on ``pairs`` and save it; returns ``(steps, losses, seconds)``.
 
@@ -224,6 +352,11 @@ def train_cross_encoder(
         config: Hyper-parameters.
         output_dir: Where the model is saved (a directory ``CrossEncoder`` can load).
         log: Receives a progress line every 10 steps.
+        evaluate: Called before training and after every epoch (and after the last step when ``max_steps`` ends
+            training mid-epoch) with a scorer of ``(query, passage)`` pairs (the model in eval mode, pairs truncated
+            as in training); what it returns becomes one point of the learning curve.
+        curve: Receives the learning-curve points (``epoch``, ``step``, ``train_loss`` of the steps since the last
+            point, and what ``evaluate`` returned).
 
     Raises:
         ModelLoadError: When the base model cannot be loaded.
@@ -273,6 +406,46 @@ def train_cross_encoder(
     bce = torch.nn.BCEWithLogitsLoss()
     losses: list[float] = []
     t0 = time.perf_counter()
+    ends = {math.ceil(e * len(groups) / per_step): float(e) for e in range(1, config.epochs + 1)}
+    epoch_ends = {s: e for s, e in ends.items() if s <= steps}
+    epoch_ends.setdefault(steps, min(float(config.epochs), steps * per_step / len(groups)))
+
+    def score_pairs(batch_pairs: Sequence[tuple[str, str]]) -> list[float]:
+        out: list[float] = []
+        with torch.no_grad():
+            for i in range(0, len(batch_pairs), 32):
+                chunk = batch_pairs[i : i + 32]
+                features = tok(
+                    [q for q, _ in chunk],
+                    [d for _, d in chunk],
+                    padding=True,
+                    truncation="only_second",
+                    max_length=config.max_length,
+                    return_tensors="pt",
+                ).to(model.device)
+                out.extend(float(x) for x in model(**features).logits.view(-1).tolist())
+        return out
+
+    def curve_point(step: int, epoch: float) -> None:
+        if evaluate is None:
+            return
+        model.eval()
+        metrics = evaluate(score_pairs)
+        model.train()
+        since = losses[len(losses) - (step - (curve[-1]["step"] if curve else 0)) :] if step else []
+        point = {
+            "epoch": round(epoch, 3),
+            "step": step,
+            "train_loss": round(sum(since) / len(since), 4) if since else None,
+            **metrics,
+        }
+        if curve is not None:
+            curve.append(point)
+        if log:
+            shown = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in point.items())
+            log(f"learning curve: {shown} ({time.perf_counter() - t0:.0f}s)")
+
+    curve_point(0, 0.0)
     for step in range(steps):
         chosen = [groups[i] for i in order[step * per_step : (step + 1) * per_step]]
         batch = [p for g in chosen for p in g]
@@ -284,13 +457,14 @@ def train_cross_encoder(
             max_length=config.max_length,
             return_tensors="pt",
         )
-        logits = model(**features).logits.view(-1)
+        logits = model(**features.to(model.device)).logits.view(-1)
         loss: Any
         if config.loss == "listwise":
             parts, weights, start = [], [], 0
             for g in chosen:
-                scores = logits[start : start + len(g)]
-                parts.append(-torch.log_softmax(scores, dim=0)[0])  # the positive is first in its group
+                log_p = torch.log_softmax(logits[start : start + len(g)], dim=0)
+                target = _listwise_target(g, config.distill, config.mining_depth).to(log_p.device)
+                parts.append(-(target * log_p).sum())  # the positive is first in its group
                 weights.append(g[0].label)
                 start += len(g)
             w = torch.tensor(weights, dtype=torch.float32)
@@ -306,6 +480,8 @@ def train_cross_encoder(
         if log and (step + 1) % 10 == 0:
             recent = losses[-10:]
             log(f"step {step + 1}/{steps} loss {sum(recent) / len(recent):.4f} ({time.perf_counter() - t0:.0f}s)")
+        if step + 1 in epoch_ends:
+            curve_point(step + 1, float(epoch_ends[step + 1]))
     model.eval()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -325,6 +501,7 @@ def train_reranker(
     log: Callable[[str], None] | None = None,
     calibration_split: str | None = "dev",
     calibration_holdout: float = 0.2,
+    learning_curve: bool = True,
 ) -> TrainingReport:
     """Mine hard negatives on ``split`` with es_rag's channels, fine-tune a cross-encoder, save it, then, on held-out
     queries, fit its calibration (:mod:`es_rag.evaluation.calibrate`), learn its fusion with the fused order and run
@@ -348,6 +525,8 @@ def train_reranker(
         calibration_split: Split to calibrate on when present; None = no calibration.
         calibration_holdout: Share of judged training queries held out for calibration when that split is absent
             (0 = no calibration then).
+        learning_curve: Score the calibration queries' first-stage heads before training and after every epoch
+            (:func:`curve_evaluator`; ``curve`` of the report and ``learning_curve.png`` beside the model).
 
     Raises:
         InputError: When ``split`` is ``test``, or ``calibration_split`` is ``test`` or the training split.
@@ -399,7 +578,28 @@ def train_reranker(
             by_channel[channel] = by_channel.get(channel, 0) + 1
     if log:
         log(f"{len(queries)} queries -> {len(pairs)} pairs ({sum(by_channel.values())} hard negatives: {by_channel})")
-    steps, losses, seconds = train_cross_encoder(pairs, config, output_dir, log=log)
+    cal_queries: dict[str, str] = held
+    cal_data: dict[str, Any] = {"dataset": str(dataset), "split": f"{split} (held out: {len(held)} queries)"}
+    if has_split:
+        assert calibration_split is not None
+        _, cal_queries, cal_qrels = load_beir(dataset, calibration_split)
+        cal_data = {"dataset": str(dataset), "split": calibration_split}
+    evaluate = None
+    if learning_curve and cal_queries:
+        evaluate = curve_evaluator(
+            index.backend,
+            index.embedder,
+            cal_queries,
+            cal_qrels,
+            docs,
+            tenant=EVAL_TENANT,
+            depth=settings.rerank.k,
+            rank_constant=settings.fusion.rank_constant,
+        )
+    curve: list[dict[str, Any]] = []
+    steps, losses, seconds = train_cross_encoder(pairs, config, output_dir, log=log, evaluate=evaluate, curve=curve)
+    if plot_curve(curve, Path(output_dir) / CURVE_PLOT) and log:
+        log(f"learning curve plot: {Path(output_dir) / CURVE_PLOT}")
     report = TrainingReport(
         output_dir=str(output_dir),
         base_model=config.base_model,
@@ -415,14 +615,9 @@ def train_reranker(
         loss_last=round(sum(losses[-10:]) / max(1, len(losses[-10:])), 4),
         config=asdict(config),
         losses=losses,
+        curve=curve,
         held_out=list(held),
     )
-    cal_queries: dict[str, str] = held
-    cal_data: dict[str, Any] = {"dataset": str(dataset), "split": f"{split} (held out: {len(held)} queries)"}
-    if has_split:
-        assert calibration_split is not None
-        _, cal_queries, cal_qrels = load_beir(dataset, calibration_split)
-        cal_data = {"dataset": str(dataset), "split": calibration_split}
     if cal_queries:
         from es_rag.evaluation.calibrate import check_queries
 

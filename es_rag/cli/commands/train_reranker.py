@@ -50,6 +50,21 @@ def register(sub: Any) -> None:
     g.add_argument("--max-length", type=int, default=256, help="tokens per (query, passage) pair (%(default)s)")
     g.add_argument("--negatives", type=int, default=7, help="hard negatives per query (%(default)s)")
     g.add_argument("--learning-rate", type=float, default=3e-5, help="(%(default)s)")
+    g.add_argument(
+        "--distill",
+        type=float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="weight of the fused order as a teacher in the listwise target: (1 - WEIGHT) x the judged positive + "
+        "WEIGHT x shares proportional to 1 / fused rank of each group's documents; 0 = labels alone (%(default)s)",
+    )
+    g.add_argument(
+        "--learning-curve",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="score the held-out queries' first-stage heads before training and after every epoch: nDCG@10 per epoch "
+        "in the report (curve) and learning_curve.png beside the model (%(default)s)",
+    )
     c = p.add_argument_group(
         "calibration, fusion and safety check on held-out queries (es_rag_calibration.json, es_rag_fusion.json and "
         "es_rag_safety.json beside the model; see also `es-rag calibrate`)"
@@ -94,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         loss=args.loss,
         epochs=args.epochs,
         device=settings.encoder.device,
+        distill=args.distill,
     )
     report = train_reranker(
         args.dataset,
@@ -106,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         log=lambda line: print(line, file=sys.stderr, flush=True),
         calibration_split=None if args.calibration_split.lower() in ("off", "none") else args.calibration_split,
         calibration_holdout=args.calibration_holdout,
+        learning_curve=args.learning_curve,
     )
     summary = report.to_dict()
     summary.pop("losses")
