@@ -13,10 +13,9 @@ import pytest
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.encoders.fit import PROBE_TEXTS, language_misfit, misfit, tokenizer_fit
 from es_rag.filters import SearchFilter
-from es_rag.ingest import IngestReport, ingest_documents
+from es_rag.ingest import IngestReport
 from es_rag.pipeline import RagPipeline
-from es_rag.settings import Settings
-from es_rag.wiring import build_chunker, build_embedder, load_manifest
+from tests.support.sample import ingest_sample, sample_settings
 
 JA_QUERY = "同期が止まったときはどうすればいいですか？"
 EN_QUERY = "my laptop gets hot while syncing"
@@ -59,23 +58,9 @@ def test_a_language_without_a_probe_is_judged_on_the_sample(minilm_tokenizer) ->
 
 @pytest.fixture(scope="module")
 def sample_pipeline(tiny_bi_encoder: Path, sample_dir: Path):  # type: ignore[no-untyped-def]
-    settings = Settings(
-        embedding_model=str(tiny_bi_encoder),
-        vector_dims=32,
-        rerank_model=None,
-        chunk_max_tokens=60,
-        chunk_overlap=10,
-        candidate_k=30,
-        num_candidates=60,
-        rerank_k=20,
-        context_k=4,
-    )
-    report = IngestReport()
-    docs, _ = load_manifest(sample_dir, report)
-    embedder = build_embedder(settings)
+    settings = sample_settings(tiny_bi_encoder)
     backend = EmbeddedBackend(None, dims=32)
-    ingest_documents(docs, chunker=build_chunker(settings, embedder), embedder=embedder, backend=backend, report=report)
-    assert not report.failed, report.failed
+    embedder, report, _ = ingest_sample(backend, settings, sample_dir)
     return settings, backend, embedder, report
 
 

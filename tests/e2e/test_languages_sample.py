@@ -11,11 +11,10 @@ import pytest
 
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.ingest import IngestReport, ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from es_rag.wiring import build_chunker, build_embedder, load_manifest
 from tests.support.es_cluster import cluster_backend
+from tests.support.sample import ingest_sample, sample_settings
 
 JA_QUERY = "同期が止まったときはどうすればいいですか？"
 EN_QUERY = "my laptop gets hot while syncing"
@@ -24,26 +23,11 @@ JA_SOURCE = "acme-nimbus-ja-quickstart"
 
 @pytest.fixture(scope="module")
 def settings(tiny_bi_encoder: Path) -> Settings:
-    return Settings(
-        embedding_model=str(tiny_bi_encoder),
-        vector_dims=32,
-        rerank_model=None,
-        chunk_max_tokens=60,
-        chunk_overlap=10,
-        candidate_k=30,
-        num_candidates=60,
-        rerank_k=20,
-        context_k=4,
-    )
+    return sample_settings(tiny_bi_encoder)
 
 
 def _ingest(backend: Any, settings: Settings, sample_dir: Path) -> Any:
-    report = IngestReport()
-    docs, _ = load_manifest(sample_dir, report)
-    embedder = build_embedder(settings)
-    ingest_documents(docs, chunker=build_chunker(settings, embedder), embedder=embedder, backend=backend, report=report)
-    assert not report.failed, report.failed
-    return embedder
+    return ingest_sample(backend, settings, sample_dir)[0]
 
 
 def _check(pipe: RagPipeline, chunks: list[dict[str, Any]]) -> None:

@@ -11,10 +11,9 @@ from es_rag.cli import main
 from es_rag.cross_encoder.model import CrossEncoderReranker
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
-from es_rag.ingest import IngestReport, ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
-from es_rag.wiring import build_chunker, build_embedder, load_manifest
+from tests.support.sample import ingest_sample, sample_settings
 
 HIT_KEYS = {"chunk_id", "source_id", "parent_id", "tenant_id", "text", "scores", "sources"}
 SCORE_KEYS = {"bm25", "dense", "exact", "fusion", "rerank", "calibrated", "boost", "final"}
@@ -22,32 +21,15 @@ SCORE_KEYS = {"bm25", "dense", "exact", "fusion", "rerank", "calibrated", "boost
 
 @pytest.fixture(scope="module")
 def tiny_settings(tiny_bi_encoder: Path) -> Settings:
-    return Settings(
-        embedding_model=str(tiny_bi_encoder),
-        vector_dims=32,
-        rerank_model=None,
-        chunk_max_tokens=60,
-        chunk_overlap=10,
-        candidate_k=30,
-        num_candidates=60,
-        rerank_k=20,
-        context_k=4,
-        token_budget=600,
-    )
+    return sample_settings(tiny_bi_encoder, token_budget=600)
 
 
 @pytest.fixture(scope="module")
 def indexed(tiny_settings: Settings, sample_dir: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    report = IngestReport()
-    docs, queries = load_manifest(sample_dir, report)
-    embedder = build_embedder(tiny_settings)
     directory = tmp_path_factory.mktemp("idx")
     backend = EmbeddedBackend(directory, dims=32)
-    ingest_documents(
-        docs, chunker=build_chunker(tiny_settings, embedder), embedder=embedder, backend=backend, report=report
-    )
+    embedder, report, queries = ingest_sample(backend, tiny_settings, sample_dir)
     backend.flush()
-    assert not report.failed, report.failed
     return directory, embedder, queries, report
 
 
