@@ -181,8 +181,10 @@ def mine_pairs(
     negatives_per_query: int,
     depth: int,
     rank_constant: int = 60,
+    first_stage: Callable[[str], list[str]] | None = None,
 ) -> list[TrainingPair]:
-    """Positives from qrels and hard negatives from the BM25, dense and hybrid candidates.
+    """Positives from qrels and hard negatives from the BM25, dense and hybrid candidates, or from the head the
+    reranker will be given.
 
     Args:
         backend: Indexed backend with ``bm25`` and ``knn`` (the embedded backend).
@@ -194,6 +196,9 @@ def mine_pairs(
         negatives_per_query: Negatives kept per query.
         depth: Candidates per channel.
         rank_constant: RRF rank constant of the hybrid list.
+        first_stage: The query's fused chunk ids as the search pipeline ranks them (:func:`pipeline_first_stage`);
+            given, the negatives are the top non-relevant documents of its first ``depth`` (origin ``fused@rank``)
+            and the teacher's rank is the rank there, so the model learns to reorder what it will rerank.
     """
     flt = SearchFilter(tenant)
     pairs: list[TrainingPair] = []
@@ -202,16 +207,20 @@ def mine_pairs(
         max_grade = max([g for g in judged.values() if g > 0], default=0)
         if max_grade == 0:
             continue
-        bm25 = [h.chunk_id for h in backend.bm25(qtext, flt, depth)]
-        dense = [h.chunk_id for h in backend.knn(embedder.embed_query(qtext), flt, depth)]
-        hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
-        fused_rank = {did: i + 1 for i, did in enumerate(hybrid)}
+        lists: dict[str, list[str]]
+        if first_stage is not None:
+            lists = {"fused": first_stage(qtext)[:depth]}
+        else:
+            bm25 = [h.chunk_id for h in backend.bm25(qtext, flt, depth)]
+            dense = [h.chunk_id for h in backend.knn(embedder.embed_query(qtext), flt, depth)]
+            hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+            lists = {"hybrid": hybrid, "bm25": bm25, "dense": dense}
+        fused_rank = {did: i + 1 for i, did in enumerate(next(iter(lists.values())))}
         for did, grade in judged.items():
             if grade > 0 and did in docs:
                 pairs.append(
                     TrainingPair(qid, did, qtext, _passage(docs[did]), grade / max_grade, "qrels", fused_rank.get(did))
                 )
-        lists = {"hybrid": hybrid, "bm25": bm25, "dense": dense}
         cursors = dict.fromkeys(lists, 0)
         taken: set[str] = set()
         while len(taken) < negatives_per_query and any(cursors[c] < len(lists[c]) for c in lists):
@@ -244,6 +253,28 @@ def _listwise_target(group: Sequence[TrainingPair], distill: float, depth: int) 
     return (1.0 - distill) * onehot + distill * inverse / inverse.sum()
 
 
+def pipeline_first_stage(index: Any, settings: Settings, tenant: str) -> Callable[[str], list[str]]:
+    """The fused chunk ids of a query as the search pipeline ranks them before reranking (all its channels, fields,
+    fusion and candidate depth): the candidates the rerank stage is given, so the ones to learn from.
+
+    Args:
+        index: An :class:`~es_rag.evaluation.index.EvalIndex`.
+        settings: The index's settings (the reranker is left out).
+        tenant: Tenant the corpus was indexed under.
+    """
+    from es_rag.pipeline import RagPipeline
+
+    pipeline = RagPipeline(
+        index.backend,
+        embedder=index.embedder,
+        settings=settings.replace(rerank_model=None),
+        tokenizer=index.embedder.tokenizer(),
+        reranker=None,
+    )
+    flt = SearchFilter(tenant)
+    return lambda text: list(pipeline.search(text, flt).fused)
+
+
 def curve_evaluator(
     backend: Any,
     embedder: Any,
@@ -254,10 +285,12 @@ def curve_evaluator(
     tenant: str,
     depth: int,
     rank_constant: int,
+    first_stage: Callable[[str], list[str]] | None = None,
 ) -> Callable[[Callable[[Sequence[tuple[str, str]]], list[float]]], dict[str, Any]] | None:
     """The learning-curve probe of :func:`train_cross_encoder`: each judged held-out query's first-stage head (the
-    top ``depth`` of the BM25 + dense RRF list that mining uses) is found once; every call scores the heads with the
-    model being trained and returns the mean nDCG@10 of the reranked heads beside that of the first-stage order.
+    top ``depth`` of ``first_stage``, else of a BM25 + dense RRF list) is found once; every call scores the heads
+    with the model being trained and returns the mean nDCG@10 of the reranked heads beside that of the first-stage
+    order.
 
     Returns None when no query is judged.
 
@@ -270,6 +303,8 @@ def curve_evaluator(
         tenant: Tenant the corpus was indexed under.
         depth: Candidates per channel and head size (the rerank depth).
         rank_constant: RRF rank constant.
+        first_stage: The search pipeline's fused chunk ids of a query (:func:`pipeline_first_stage`); given, the
+            heads are its first ``depth``, the candidates the rerank stage scores.
     """
     from es_rag.evaluation.metrics import ndcg_at
 
@@ -279,9 +314,12 @@ def curve_evaluator(
         grades = qrels.get(qid, {})
         if not any(g > 0 for g in grades.values()):
             continue
-        bm25 = [h.chunk_id for h in backend.bm25(text, flt, depth)]
-        dense = [h.chunk_id for h in backend.knn(embedder.embed_query(text), flt, depth)]
-        fused = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+        if first_stage is not None:
+            fused = first_stage(text)
+        else:
+            bm25 = [h.chunk_id for h in backend.bm25(text, flt, depth)]
+            dense = [h.chunk_id for h in backend.knn(embedder.embed_query(text), flt, depth)]
+            fused = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
         heads.append((text, [d for d in fused if d in docs][:depth], dict(grades)))
     if not heads:
         return None
@@ -560,6 +598,7 @@ def train_reranker(
         queries = {q: t for q, t in queries.items() if q not in held}
     index = build_index(corpus, settings, cache_dir=cache_dir)
     docs = {h.chunk_id: h for h in index.hits()}
+    first_stage = pipeline_first_stage(index, settings, EVAL_TENANT)
     pairs = mine_pairs(
         index.backend,
         index.embedder,
@@ -570,6 +609,7 @@ def train_reranker(
         negatives_per_query=config.negatives_per_query,
         depth=config.mining_depth,
         rank_constant=settings.fusion.rank_constant,
+        first_stage=first_stage,
     )
     by_channel: dict[str, int] = {}
     for p in pairs:
@@ -595,6 +635,7 @@ def train_reranker(
             tenant=EVAL_TENANT,
             depth=settings.rerank.k,
             rank_constant=settings.fusion.rank_constant,
+            first_stage=first_stage,
         )
     curve: list[dict[str, Any]] = []
     steps, losses, seconds = train_cross_encoder(pairs, config, output_dir, log=log, evaluate=evaluate, curve=curve)

@@ -286,3 +286,29 @@ def test_curve_evaluator_scores_the_first_stage_head_against_the_reranked_one() 
         ndcg_at(["x", "y", "z", "rel"], {"rel": 1}), 4
     )
     assert curve_evaluator(_Backend(), _Embedder(), {"u": "q"}, {}, docs, tenant="t", depth=4, rank_constant=60) is None
+
+
+def test_negatives_come_from_the_pipeline_head_when_a_first_stage_is_given(
+    beir: Path, tiny_bi_encoder: Path, tmp_path: Path
+) -> None:
+    """What the reranker will be given is what it learns from: negatives are the head's top non-relevant documents in
+    its order, each with its rank there as the teacher's rank; judged documents are never negatives."""
+    from es_rag.evaluation.train_reranker import pipeline_first_stage
+
+    settings = Settings(embedding_model=str(tiny_bi_encoder), vector_dims=32, analyzer="english")
+    corpus, queries, qrels = load_beir(beir, "train")
+    index = build_index(corpus, settings, cache_dir=tmp_path)
+    docs = {h.chunk_id: h for h in index.hits()}
+    first_stage = pipeline_first_stage(index, settings, EVAL_TENANT)
+    pairs = mine_pairs(
+        index.backend, index.embedder, queries, qrels, docs, tenant=EVAL_TENANT, negatives_per_query=3, depth=10,
+        first_stage=first_stage,
+    )  # fmt: skip
+    for qid, text in queries.items():
+        head = first_stage(text)[:10]
+        expected = [d for d in head if qrels[qid].get(d, 0) <= 0][:3]
+        negs = [p for p in pairs if p.query_id == qid and p.origin != "qrels"]
+        assert [p.doc_id for p in negs] == expected
+        assert all(p.origin == f"fused@{head.index(p.doc_id) + 1}" == f"fused@{p.fused_rank}" for p in negs)
+        positives = [p for p in pairs if p.query_id == qid and p.origin == "qrels"]
+        assert all(p.fused_rank == (head.index(p.doc_id) + 1 if p.doc_id in head else None) for p in positives)
