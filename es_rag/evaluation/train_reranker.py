@@ -1,11 +1,11 @@
 """Cross-encoder reranker fine-tuning with hard negatives mined by es_rag's own retrieval (seed 002 §23).
 
-For every query of the training split the embedded index is searched with the project's BM25 and dense
-channels and their client RRF fusion; non-relevant documents ranked high by any of them become the
-negatives (round-robin over hybrid, BM25 and dense so each channel's typical mistakes are present),
-never random documents. Positives are the judged documents; graded qrels become soft labels
-``grade / max_grade``, documents judged 0 are negatives. Passages are the same ``ranking_text`` the
-reranker sees at query time.
+For every query of the training split the embedded index is searched through the search pipeline with the
+reranker off (:func:`pipeline_first_stage`); the top non-relevant documents of that fused head, the candidates the
+rerank stage will be given, become the negatives, never random documents (:func:`mine_pairs` without a first stage
+falls back to a round-robin over the backend's BM25, dense and their RRF lists). Positives are the judged
+documents; graded qrels become soft labels ``grade / max_grade``, documents judged 0 are negatives. Passages are
+the same ``ranking_text`` the reranker sees at query time.
 
 The model starts from any local or hub checkpoint (default: the offline all-MiniLM-L6-v2 weights) with a
 fresh single-logit head and is trained for a bounded number of steps, listwise by default (softmax
