@@ -170,6 +170,16 @@ def listwise_groups(pairs: Sequence[TrainingPair]) -> list[list[TrainingPair]]:
     return [[pos, *negatives[q]] for q, group in positives.items() if negatives.get(q) for pos in group]
 
 
+def _channel_lists(
+    backend: Any, embedder: Any, text: str, flt: SearchFilter, depth: int, rank_constant: int
+) -> dict[str, list[str]]:
+    """The backend's BM25 and dense top ``depth`` chunk ids of ``text`` and their RRF list (``hybrid`` first)."""
+    bm25 = [h.chunk_id for h in backend.bm25(text, flt, depth)]
+    dense = [h.chunk_id for h in backend.knn(embedder.embed_query(text), flt, depth)]
+    hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+    return {"hybrid": hybrid, "bm25": bm25, "dense": dense}
+
+
 def mine_pairs(
     backend: Any,
     embedder: Any,
@@ -207,14 +217,11 @@ def mine_pairs(
         max_grade = max([g for g in judged.values() if g > 0], default=0)
         if max_grade == 0:
             continue
-        lists: dict[str, list[str]]
-        if first_stage is not None:
-            lists = {"fused": first_stage(qtext)[:depth]}
-        else:
-            bm25 = [h.chunk_id for h in backend.bm25(qtext, flt, depth)]
-            dense = [h.chunk_id for h in backend.knn(embedder.embed_query(qtext), flt, depth)]
-            hybrid = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
-            lists = {"hybrid": hybrid, "bm25": bm25, "dense": dense}
+        lists = (
+            {"fused": first_stage(qtext)[:depth]}
+            if first_stage is not None
+            else _channel_lists(backend, embedder, qtext, flt, depth, rank_constant)
+        )
         fused_rank = {did: i + 1 for i, did in enumerate(next(iter(lists.values())))}
         for did, grade in judged.items():
             if grade > 0 and did in docs:
@@ -317,9 +324,7 @@ def curve_evaluator(
         if first_stage is not None:
             fused = first_stage(text)
         else:
-            bm25 = [h.chunk_id for h in backend.bm25(text, flt, depth)]
-            dense = [h.chunk_id for h in backend.knn(embedder.embed_query(text), flt, depth)]
-            fused = [f.id for f in reciprocal_rank_fusion([bm25, dense], rank_constant=rank_constant)]
+            fused = _channel_lists(backend, embedder, text, flt, depth, rank_constant)["hybrid"]
         heads.append((text, [d for d in fused if d in docs][:depth], dict(grades)))
     if not heads:
         return None
