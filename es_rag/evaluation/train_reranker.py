@@ -52,8 +52,8 @@ class TrainingPair:
         passage: ``ranking_text`` of the document.
         label: Target in [0, 1] (graded relevance / max grade; 0 for negatives).
         origin: ``qrels`` for positives, else the channel and rank that surfaced it (``hybrid@3``).
-        fused_rank: 1-based rank of the document in the query's fused (BM25 + dense RRF) mining list, None when it
-            is not in that list (the teacher of ``distill``).
+        fused_rank: 1-based rank of the document in the query's fused mining list (the pipeline's head, else the
+            BM25 + dense RRF list), None when it is not in that list (the teacher of ``distill``).
     """
 
     query_id: str
