@@ -283,49 +283,35 @@ def pipeline_first_stage(index: Any, settings: Settings, tenant: str) -> Callabl
 
 
 def curve_evaluator(
-    backend: Any,
-    embedder: Any,
+    first_stage: Callable[[str], list[str]],
     queries: dict[str, str],
     qrels: dict[str, dict[str, int]],
     docs: dict[str, Hit],
     *,
-    tenant: str,
     depth: int,
-    rank_constant: int,
-    first_stage: Callable[[str], list[str]] | None = None,
 ) -> Callable[[Callable[[Sequence[tuple[str, str]]], list[float]]], dict[str, Any]] | None:
     """The learning-curve probe of :func:`train_cross_encoder`: each judged held-out query's first-stage head (the
-    top ``depth`` of ``first_stage``, else of a BM25 + dense RRF list) is found once; every call scores the heads
-    with the model being trained and returns the mean nDCG@10 of the reranked heads beside that of the first-stage
-    order.
+    top ``depth`` of ``first_stage``) is found once; every call scores the heads with the model being trained and
+    returns the mean nDCG@10 of the reranked heads beside that of the first-stage order.
 
     Returns None when no query is judged.
 
     Args:
-        backend: Indexed backend with ``bm25`` and ``knn``.
-        embedder: Query embedder.
+        first_stage: A query's fused chunk ids, best first (:func:`pipeline_first_stage`: the candidates the rerank
+            stage scores).
         queries: Held-out query id -> text.
         qrels: Query id -> doc id -> grade.
         docs: Doc id -> hit (passage text).
-        tenant: Tenant the corpus was indexed under.
-        depth: Candidates per channel and head size (the rerank depth).
-        rank_constant: RRF rank constant.
-        first_stage: The search pipeline's fused chunk ids of a query (:func:`pipeline_first_stage`); given, the
-            heads are its first ``depth``, the candidates the rerank stage scores.
+        depth: Head size (the rerank depth).
     """
     from es_rag.evaluation.metrics import ndcg_at
 
-    flt = SearchFilter(tenant)
     heads: list[tuple[str, list[str], dict[str, int]]] = []
     for qid, text in queries.items():
         grades = qrels.get(qid, {})
         if not any(g > 0 for g in grades.values()):
             continue
-        if first_stage is not None:
-            fused = first_stage(text)
-        else:
-            fused = _channel_lists(backend, embedder, text, flt, depth, rank_constant)["hybrid"]
-        heads.append((text, [d for d in fused if d in docs][:depth], dict(grades)))
+        heads.append((text, [d for d in first_stage(text) if d in docs][:depth], dict(grades)))
     if not heads:
         return None
     first = sum(ndcg_at(head, grades, 10) for _, head, grades in heads) / len(heads)
@@ -631,17 +617,7 @@ def train_reranker(
         cal_data = {"dataset": str(dataset), "split": calibration_split}
     evaluate = None
     if learning_curve and cal_queries:
-        evaluate = curve_evaluator(
-            index.backend,
-            index.embedder,
-            cal_queries,
-            cal_qrels,
-            docs,
-            tenant=EVAL_TENANT,
-            depth=settings.rerank.k,
-            rank_constant=settings.fusion.rank_constant,
-            first_stage=first_stage,
-        )
+        evaluate = curve_evaluator(first_stage, cal_queries, cal_qrels, docs, depth=settings.rerank.k)
     curve: list[dict[str, Any]] = []
     steps, losses, seconds = train_cross_encoder(pairs, config, output_dir, log=log, evaluate=evaluate, curve=curve)
     if plot_curve(curve, Path(output_dir) / CURVE_PLOT) and log:

@@ -17,6 +17,7 @@ from es_rag.evaluation.train_reranker import (
     TRAINING_META,
     TrainingConfig,
     TrainingPair,
+    _channel_lists,
     _listwise_target,
     curve_evaluator,
     listwise_groups,
@@ -24,6 +25,7 @@ from es_rag.evaluation.train_reranker import (
     train_cross_encoder,
     train_reranker,
 )
+from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
 from tests.support.beir import write_beir
@@ -273,10 +275,9 @@ def test_curve_evaluator_scores_the_first_stage_head_against_the_reranked_one() 
     from es_rag.evaluation.metrics import ndcg_at
 
     docs = {c: Hit(chunk_id=c, source_id=c, text=f"text {c}", tenant_id="t", title="") for c in ("x", "y", "z", "rel")}
-    evaluate = curve_evaluator(
-        _Backend(), _Embedder(), {"q": "query", "unjudged": "other"}, {"q": {"rel": 1}}, docs,
-        tenant="t", depth=4, rank_constant=60,
-    )  # fmt: skip
+    flt = SearchFilter("t")
+    first_stage = lambda text: _channel_lists(_Backend(), _Embedder(), text, flt, 4, 60)["hybrid"]  # noqa: E731
+    evaluate = curve_evaluator(first_stage, {"q": "query", "unjudged": "other"}, {"q": {"rel": 1}}, docs, depth=4)
     assert evaluate is not None
     oracle = evaluate(lambda batch: [1.0 if "text rel" in d else 0.0 for _, d in batch])
     # fused order x, y (1/61 + 1/62 each), rel (2/63), z (2/64): rel is third; the oracle puts it first
@@ -285,7 +286,7 @@ def test_curve_evaluator_scores_the_first_stage_head_against_the_reranked_one() 
     assert evaluate(lambda batch: [0.0 if "text rel" in d else 1.0 for _, d in batch])["ndcg@10_reranked"] == round(
         ndcg_at(["x", "y", "z", "rel"], {"rel": 1}), 4
     )
-    assert curve_evaluator(_Backend(), _Embedder(), {"u": "q"}, {}, docs, tenant="t", depth=4, rank_constant=60) is None
+    assert curve_evaluator(first_stage, {"u": "q"}, {}, docs, depth=4) is None
 
 
 def test_negatives_come_from_the_pipeline_head_when_a_first_stage_is_given(
