@@ -153,7 +153,9 @@ def check_embedding(
     """Refuse to query an index whose vectors another model made; return a warning (or None) when the check cannot
     decide.
 
-    * ``client`` vectors: every chunk's ``embedding_version`` must equal the query encoder's version.
+    * ``client`` vectors: every chunk's ``embedding_version`` must equal the query encoder's version, or that
+      version + :data:`~es_rag.encoders.late.LATE_SUFFIX` (late-chunked vectors of the same model: queries are embedded
+      by the plain model either way).
     * ``inference`` vectors: chunks carry ``inference:<inference_id>``, written by the ingest pipeline; queries are
       embedded client-side by ``embedding_model``, so the endpoint must be the configured one and its ``model_id``
       must name the same model (:func:`model_key`).
@@ -213,7 +215,9 @@ def check_embedding(
                 f"client-side by {client}: set --embedding-model to the endpoint's model, or {REINDEX_HINT}"
             )
         return None
-    if stored != query_version:
+    from es_rag.encoders.late import late_version
+
+    if stored not in (query_version, late_version(query_version)):
         raise EmbeddingMismatch(
             f"{where} holds vectors of embedding_version {stored}, but {use} by {query_version}: "
             f"{REINDEX_HINT}, or query with --embedding-model matching the index"

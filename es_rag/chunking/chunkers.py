@@ -17,6 +17,9 @@ overlap, parent size, contextual prefix, tokenizer):
   at the rows; the header's tokens count in its budget), so header and cells never part (seed 000).
 * ``parent-child`` -- ``structure`` children plus parents (the heading sections, or groups of
   consecutive children of at most ``parent_max_tokens``) for generation context; the default.
+* ``semantic`` -- :class:`~es_rag.chunking.semantic.SemanticChunker`: within each section, a new child starts
+  where the embedding distance between neighbouring sentences jumps (a topic change); parents as
+  ``parent-child``. Its version names the embedding model, whose vectors place the boundaries.
 
 An HTML chunk also records its span's visible text in ``visible_text`` (what the reranker and the LLM read,
 :attr:`~es_rag.records.Hit.display_text`); its offsets still index the markup.
@@ -36,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import PurePath
-from typing import Protocol
+from typing import Any, Protocol
 
 from es_rag.chunking.html import HtmlLayout
 from es_rag.chunking.markdown import Section, TextLayout, blank_front_matter
@@ -67,6 +70,7 @@ class Strategy(str, Enum):
     RECURSIVE = "recursive"
     STRUCTURE = "structure"
     PARENT_CHILD = "parent-child"
+    SEMANTIC = "semantic"
 
     @classmethod
     def parse(cls, value: str | Strategy) -> Strategy:
@@ -79,7 +83,13 @@ class Strategy(str, Enum):
         return parsed
 
 
-RULES = {Strategy.FIXED: "2", Strategy.RECURSIVE: "2", Strategy.STRUCTURE: "4", Strategy.PARENT_CHILD: "4"}
+RULES = {
+    Strategy.FIXED: "2",
+    Strategy.RECURSIVE: "2",
+    Strategy.STRUCTURE: "4",
+    Strategy.PARENT_CHILD: "4",
+    Strategy.SEMANTIC: "1",
+}
 """Revision of each strategy's rules: bump when the same settings would produce different chunks (last: a child
 starting among a Markdown table's body rows repeats the header rows in ``contextual_text``, and its budget
 counts them)."""
@@ -444,23 +454,27 @@ class StructureChunker(Chunker):
             budget = self._budget(prefix(section.heading_path))
             fits = self._fits(layout, budget)
             pieces = [p for s, e in section.blocks for p in self._split(layout, s, e, budget, fits)]
-            children = pack(pieces, fits)
-            if not children:
-                continue
-            if not self.parents:
-                groups.append(_Group(section.heading_path, None, children, budget))
-            elif self.parent_max_tokens is None:
-                groups.append(_Group(section.heading_path, (section.start, section.end), children, budget))
-            else:
-                cap = self.parent_max_tokens
-                pfits = self._fits(layout, cap)
-                run: list[Span] = []
-                for child in children:
-                    if run and not pfits(run[0][0], child[1]):
-                        groups.append(_Group(section.heading_path, (run[0][0], run[-1][1]), run, budget))
-                        run = []
-                    run.append(child)
+            groups.extend(self._groups(layout, section, pack(pieces, fits), budget))
+        return groups
+
+    def _groups(self, layout: Layout, section: Section, children: list[Span], budget: int) -> list[_Group]:
+        """The children of one section with their parents: the section, or runs of consecutive children of at
+        most ``parent_max_tokens``; no parent when the strategy makes none."""
+        if not children:
+            return []
+        if not self.parents:
+            return [_Group(section.heading_path, None, children, budget)]
+        if self.parent_max_tokens is None:
+            return [_Group(section.heading_path, (section.start, section.end), children, budget)]
+        pfits = self._fits(layout, self.parent_max_tokens)
+        groups: list[_Group] = []
+        run: list[Span] = []
+        for child in children:
+            if run and not pfits(run[0][0], child[1]):
                 groups.append(_Group(section.heading_path, (run[0][0], run[-1][1]), run, budget))
+                run = []
+            run.append(child)
+        groups.append(_Group(section.heading_path, (run[0][0], run[-1][1]), run, budget))
         return groups
 
 
@@ -472,18 +486,47 @@ def make_chunker(
     overlap: int = 30,
     contextual: bool = False,
     parent_max_tokens: int | None = None,
+    embed: Callable[[list[str]], Any] | None = None,
+    embed_version: str | None = None,
+    breakpoint_percentile: float = 95.0,
 ) -> Chunker:
     """The chunker of ``strategy`` with the given sizes.
 
     Args:
         tokenizer: The embedding model's tokenizer.
-        strategy: ``fixed``, ``recursive``, ``structure`` or ``parent-child``.
+        strategy: ``fixed``, ``recursive``, ``structure``, ``parent-child`` or ``semantic``.
         max_tokens: Largest child in tokens (L).
         overlap: Overlap in tokens (O).
         contextual: Embed ``title + heading path`` with each child.
-        parent_max_tokens: Parent size cap (``parent-child`` only).
+        parent_max_tokens: Parent size cap (``parent-child`` and ``semantic``).
+        embed: ``semantic`` only: the embedding model's document encoder (texts -> unit rows), which places the
+            boundaries; ignored by the other strategies.
+        embed_version: ``semantic`` only: that model's version (it enters ``chunker_version``).
+        breakpoint_percentile: ``semantic`` only: a child starts where the distance between neighbouring sentences
+            is at or above this percentile of the document's distances.
+
+    Raises:
+        ConfigError: An unknown strategy, bad sizes, or ``semantic`` without ``embed`` and ``embed_version``.
     """
     strat = Strategy.parse(strategy)
+    if strat is Strategy.SEMANTIC:
+        from es_rag.chunking.semantic import SemanticChunker
+
+        if embed is None or embed_version is None:
+            raise ConfigError(
+                "strategy semantic: places its boundaries with the embedding model's vectors, so it needs embed= "
+                "and embed_version= (es-rag ingest and RagClient.ingest pass the model's own)"
+            )
+        return SemanticChunker(
+            tokenizer,
+            embed=embed,
+            embed_version=embed_version,
+            breakpoint_percentile=breakpoint_percentile,
+            max_tokens=max_tokens,
+            overlap=overlap,
+            contextual=contextual,
+            parent_max_tokens=parent_max_tokens,
+        )
     kw = dict(max_tokens=max_tokens, overlap=overlap, contextual=contextual)
     if strat is Strategy.FIXED:
         return FixedTokenChunker(tokenizer, **kw)  # type: ignore[arg-type]

