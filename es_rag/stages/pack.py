@@ -30,7 +30,7 @@ from es_rag.errors import ConfigError
 from es_rag.records import Hit, is_content_digest
 from es_rag.stages.base import StageOutput
 
-PROMPT_VERSION = "ctx-3"
+PROMPT_VERSION = "ctx-4"
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,16 @@ def _attribute(value: str) -> str:
     return " ".join(value.split()).replace('"', "'").replace("<<", "< <").replace(">>", "> >")
 
 
+def _section(hit: Hit) -> str:
+    """Where an excerpt sits, on one line: its heading path without a first heading that is the document title
+    (the group's header shows the title)."""
+    path = [" ".join(p.split()) for p in hit.heading_path if p and p.strip()]
+    title = " ".join(hit.title.split()) if hit.title else ""
+    if path and path[0] == title:
+        path = path[1:]
+    return _attribute(" > ".join(path))
+
+
 def _block_date(hit: Hit) -> str | None:
     """The date a block shows: ``meta.updated``, ``published`` or ``valid_from``, when it says more than the
     version (a version that is itself that date is not repeated)."""
@@ -116,6 +126,55 @@ def _block_date(hit: Hit) -> str | None:
 def _fence(texts: Sequence[str]) -> str:
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:12]
     return f"EVIDENCE-{digest}"
+
+
+_MARKER_RE = re.compile(r"\[S\d+\]")
+
+
+def _layout(selection: Sequence[Hit]) -> dict[str, Any]:
+    """What the template renders for ``selection`` (best first; its citation ids are S1, S2, ... in that order):
+    one group per source version, the groups in lost-in-the-middle order of their best excerpt, each group's
+    excerpts in document order."""
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for pos, h in enumerate(selection):
+        groups.setdefault((h.source_id, h.source_version), []).append(pos)
+    ranked = list(groups.values())  # by best member: insertion order is rank order
+    fence = _fence([h.display_text for h in selection])
+    # an excerpt marker a block's own text could imitate is fenced too (the text cannot hold the fence)
+    fenced = any(_MARKER_RE.search(h.display_text) for h in selection)
+    out = []
+    for g in lost_in_the_middle_order(len(ranked)):
+        members = sorted(
+            ranked[g], key=lambda i: (selection[i].start_offset is None, selection[i].start_offset or 0, i)
+        )
+        first = selection[members[0]]
+        excerpts = []
+        previous: str | None = None
+        for i in members:
+            h = selection[i]
+            section = _section(h)
+            excerpts.append(
+                {
+                    "citation_id": f"S{i + 1}",
+                    # the heading path, when it says more than the group's title and the previous excerpt
+                    "section": section if section and section != previous else "",
+                    # what the model reads (HTML: the visible text); the offsets still index the source
+                    "text": h.display_text,
+                }
+            )
+            previous = section
+        out.append(
+            {
+                "source_id": first.source_id,
+                # a content digest (sha256:...) is an internal id, never shown to the model
+                "source_version": None if is_content_digest(first.source_version or "") else first.source_version,
+                "title": _attribute(first.title) if first.title else "",
+                "location": _attribute(str(first.meta.get("url") or "")),
+                "date": _block_date(first),
+                "excerpts": excerpts,
+            }
+        )
+    return {"groups": out, "fence": fence, "fenced_markers": fenced}
 
 
 @dataclass(frozen=True)
@@ -179,27 +238,7 @@ def _pack(
     used = 0  # tokens of the context rendered from ``chosen``
 
     def render(selection: Sequence[Hit]) -> str:
-        order = lost_in_the_middle_order(len(selection))
-        blocks = []
-        for pos in order:
-            h = selection[pos]
-            blocks.append(
-                {
-                    "citation_id": f"S{pos + 1}",
-                    "source_id": h.source_id,
-                    # a content digest (sha256:...) is an internal id, never shown to the model
-                    "source_version": None if is_content_digest(h.source_version or "") else h.source_version,
-                    "section": " > ".join(h.heading_path).replace('"', "'"),
-                    "start_offset": h.start_offset,
-                    "end_offset": h.end_offset,
-                    "title": _attribute(h.title),
-                    "location": _attribute(str(h.meta.get("url") or h.source_path or "")),
-                    "date": _block_date(h),
-                    # what the model reads (HTML: the visible text); the offsets still index the source
-                    "text": h.display_text,
-                }
-            )
-        return tmpl.render(blocks=blocks, fence=_fence([h.display_text for h in selection]))
+        return tmpl.render(**_layout(selection))
 
     def place(hit: Hit) -> int | None:
         """Pack ``hit`` when it fits and return None; else the tokens it would take."""

@@ -82,5 +82,6 @@ def test_readme_python_blocks_run_as_written(
         capsys.readouterr()
         exec(compile(block.text, block.name, "exec"), {"__name__": "__readme__"})
         printed.append(capsys.readouterr().out)
-    assert "id=S1 source=cluster.md" in printed[0]  # the client: the packed context, its evidence cited S1, S2, ...
+    # the client: the packed context, its evidence cited S1, S2, ...
+    assert " source=cluster.md" in printed[0] and "\n[S1]" in printed[0]
     assert "'dense': 'client-embedding'" in printed[1]  # the builders: the trace's paths

@@ -22,6 +22,7 @@ from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, ingest_documents
 from es_rag.pipeline import RagPipeline
 from es_rag.settings import Settings
+from tests.support.context import excerpts
 from tests.support.contract import open_backend
 
 HTML = """<!doctype html>
@@ -44,7 +45,6 @@ it takes &lt;5 minutes.</p>
 MARKDOWN = "# Remote wipe FAQ\n\nRemote wipe on *Markdown* & `code` stays as written.\n"
 TAG_RE = re.compile(r"</?[A-Za-z!][^>]*>")
 ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#x[0-9A-Fa-f]+);")
-BLOCK_RE = re.compile(r"<<(EVIDENCE-[0-9a-f]{12}) id=(S\d+) [^\n]*>>\n(.*?)\n<</\1 id=\2>>", re.DOTALL)
 
 
 class RecordingReranker(CrossEncoderReranker):
@@ -133,7 +133,7 @@ def test_packed_context_is_visible_text_with_source_offsets(
 ) -> None:
     result, _, contextual = searched
     ctx = result.context
-    blocks = {cid: body for _, cid, body in BLOCK_RE.findall(ctx.text)}
+    blocks = {e.citation_id: e.text for e in excerpts(ctx.text)}
     assert len(blocks) == len(ctx.citations) >= 2
     sources = {"guide.html": HTML, "faq.md": MARKDOWN}
     seen_html = False

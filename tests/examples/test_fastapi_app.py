@@ -14,6 +14,7 @@ from es_rag import RagClient
 from es_rag.errors import ConfigError
 from examples.fastapi_app.app import Principal, create_app, load_tokens, token_digest
 from tests.support.apps import ACME_SUPPORT, GLOBEX_PUBLIC, GLOBEX_WORD, tiny_settings
+from tests.support.context import excerpts
 
 ALICE, BOB, CAROL = "token-alice", "token-bob", "token-carol"
 TOKENS = {
@@ -70,7 +71,8 @@ def test_tenant_a_documents_never_reach_tenant_b_and_a_gets_cited_chunks(api: Te
     assert {h["source_id"] for h in hits} <= set(ACME_SUPPORT)
     assert any("Reset the password from the login page" in h["text"] for h in hits)
     for h in hits:  # each hit's citation id labels its text in the packed context
-        assert h["citation"] and f"id={h['citation']} source={h['source_id']}" in as_a["context"]
+        shown = {e.citation_id: e for e in excerpts(as_a["context"])}[h["citation"]]
+        assert f" source={h['source_id']}" in shown.header and shown.text == h["text"]
         assert h["text"] in as_a["context"] and h["scores"]["final"] is not None
 
     # B's own document is B's alone

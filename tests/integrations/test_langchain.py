@@ -14,6 +14,7 @@ from es_rag import RagClient
 from es_rag.errors import ConfigError
 from es_rag.integrations.langchain import EsRagRetriever
 from tests.support.apps import ACME_LEGAL, GLOBEX_WORD
+from tests.support.context import excerpts
 
 GLOBEX_QUERY = "Globex password phone hotline"
 
@@ -31,7 +32,8 @@ def test_it_is_a_langchain_retriever_returning_the_packed_evidence_with_citation
         assert doc.page_content == hit.text
         assert meta["citation"] == labels[hit.chunk_id]
         # the label is the one the packed context shows the LLM for this very text
-        assert f"id={meta['citation']} source={hit.source_id}" in result.context.text
+        shown = {e.citation_id: e for e in excerpts(result.context.text)}[meta["citation"]]
+        assert f" source={hit.source_id}" in shown.header and shown.text == hit.display_text
         assert (meta["chunk_id"], meta["source_id"], meta["source_version"], meta["parent_id"]) == (
             hit.chunk_id, hit.source_id, hit.source_version, hit.parent_id
         )  # fmt: skip

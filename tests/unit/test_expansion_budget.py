@@ -4,8 +4,9 @@ refilled from the ranked remainder, an expanded block over budget falls back to 
 ``context_k`` units cannot fit the budget are warned about (seed 003).
 
 Token counts are whitespace words (:class:`tests.support.corpus.WordTokenizer`), counted by hand: the rendered
-context is a 28-word preamble plus, per block, a 9-word opening line (fence, id, source, ``title="guide"``, version,
-the 3 words of ``section="Guide > guide"``, offsets) and a 2-word closing line, plus the block's text.
+context is a 28-word preamble, per source a 4-word block header (fence, source, version, ``title="guide"``), per
+excerpt its marker -- 5 words for the first of a block (``[S1] § Guide > guide``), 1 for the next one of the same
+section (``[S2]``) -- and its text, and the 1-word closing line.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def stage(result: SearchResult, name: str) -> StageRecord:
 
 def test_a_merged_parent_slot_is_refilled_and_everything_fits(loaded: tuple[Any, Any]) -> None:
     """a1 and a2 both expand to p-guide: one block for two slots. b1, the best hit selection left out, fills the
-    second slot with its section p-faq. The context: 28 + 2 x 9 + 2 x 2 + 30 + 4 = 84 words."""
+    second slot with its section p-faq. The context: 28 + (4 + 5 + 30) + (4 + 5 + 4) + 1 = 81 words."""
     result = search(loaded, expand_mode="parent", token_budget=1500)
     assert [h.chunk_id for h in result.hits] == ["p-guide", "p-faq"]
     assert result.hits[1].expanded_from == ("b1",) and result.hits[1].tenant_id == "acme"
@@ -71,18 +72,18 @@ def test_a_merged_parent_slot_is_refilled_and_everything_fits(loaded: tuple[Any,
     assert expand.info["refilled"] == ["b1"]
     assert result.trace.paths["expand"].endswith("; 1 merged slot refilled from the ranked remainder")
     assert stage(result, "select").dropped == [{"id": "b1", "reason": "not selected (context_k=2)"}]
-    assert result.context.tokens == 84 and stage(result, "pack").dropped == []
+    assert result.context.tokens == 81 and stage(result, "pack").dropped == []
 
 
 def test_a_parent_over_budget_falls_back_to_its_children(loaded: tuple[Any, Any]) -> None:
-    """Budget 63: p-guide alone makes 28 + 11 + 30 = 69. Its children take its place: a1 makes 28 + 11 + 5 = 44, a1 and
-    a2 make 60. That fills context_k=2, so the refilled p-faq is left out."""
+    """Budget 63: p-guide alone makes 28 + 4 + 5 + 30 + 1 = 68. Its children take its place: a1 makes 28 + 4 + 5 + 5 + 1
+    = 43, a1 and a2 (one block) 43 + 1 + 5 = 49. That fills context_k=2, so the refilled p-faq is left out."""
     result = search(loaded, expand_mode="parent", token_budget=63)
-    assert [h.chunk_id for h in result.hits] == ["a1", "a2"] and result.context.tokens == 60
+    assert [h.chunk_id for h in result.hits] == ["a1", "a2"] and result.context.tokens == 49
     assert [c.chunk_id for c in result.context.citations] == ["a1", "a2"]
     pack = stage(result, "pack")
     assert pack.dropped == [
-        {"id": "p-guide", "reason": "parent p-guide over budget (69 tokens > 63 left): kept the children a1, a2"},
+        {"id": "p-guide", "reason": "parent p-guide over budget (68 tokens > 63 left): kept the children a1, a2"},
         {"id": "p-faq", "reason": "context_k=2 blocks already packed"},
     ]
     assert pack.info["fell_back_to_children"] == {"p-guide": ["a1", "a2"]}
@@ -91,25 +92,25 @@ def test_a_parent_over_budget_falls_back_to_its_children(loaded: tuple[Any, Any]
 
 def test_a_merged_neighbour_slot_is_refilled(loaded: tuple[Any, Any]) -> None:
     """Window 1: a2 is a1's neighbour, so both are one block of 10 words; b1 (no neighbours) fills the second slot.
-    28 + 2 x 9 + 2 x 2 + 10 + 5 = 65 words."""
+    28 + (4 + 5 + 10) + (4 + 5 + 5) + 1 = 62 words."""
     result = search(loaded, expand_mode="neighbors", expand_neighbors=1, token_budget=1500)
     assert [h.chunk_id for h in result.hits] == ["a1", "b1"] and result.hits[0].expanded_from == ("a1", "a2")
     expand = stage(result, "expand")
     assert expand.dropped == [{"id": "a2", "reason": "merged into the neighbour block of a1"}]
     assert expand.info["refilled"] == ["b1"] and (expand.in_count, expand.out_count) == (3, 2)
-    assert result.context.tokens == 65
+    assert result.context.tokens == 62
 
 
 def test_a_neighbour_block_over_budget_falls_back_to_its_anchor(loaded: tuple[Any, Any]) -> None:
-    """Budget 46: the block makes 28 + 11 + 10 = 49; a1 alone makes 44; a1 and a2 would make 60, a1 and b1 too."""
+    """Budget 46: the block makes 28 + 4 + 5 + 10 + 1 = 48; a1 alone makes 43; a1 and a2 would make 49, a1 and b1 57."""
     result = search(loaded, expand_mode="neighbors", expand_neighbors=1, token_budget=46)
     assert [h.chunk_id for h in result.hits] == ["a1"] and result.hits[0].text == "password reset password reset steps"
     assert stage(result, "pack").dropped == [
-        {"id": "a1", "reason": "neighbour block of a1 over budget (49 tokens > 46 left): kept the child a1"},
+        {"id": "a1", "reason": "neighbour block of a1 over budget (48 tokens > 46 left): kept the child a1"},
         {"id": "a2", "reason": "token budget 46 exceeded (in place of neighbour block of a1)"},
         {"id": "b1", "reason": "token budget 46 exceeded"},
     ]
-    assert result.context.tokens == 44
+    assert result.context.tokens == 43
 
 
 def test_units_that_cannot_fit_the_budget_are_warned_about(

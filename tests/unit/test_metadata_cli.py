@@ -15,6 +15,7 @@ from es_rag.cli import main
 from es_rag.ingest import IngestReport, load_files
 from es_rag.ingest.sources import read_front_matter
 from es_rag.metadata import MetadataSchema
+from tests.support.context import excerpts
 
 POLICY_2025 = """---
 title: Retention policy 2025
@@ -138,9 +139,9 @@ def test_ingest_and_search_with_metadata_filters_validity_and_supersedes(cli, tm
     assert _sources(cli(*q, "--filter", "region=us")[1]) == []
     # the context names title, location and date of each block
     result = json.loads(cli(*q, "--filter", "doc_type=policy")[1])
-    header = next(line for line in result["context"]["text"].splitlines() if "id=S1" in line)
+    header = excerpts(result["context"]["text"])[0].header
     assert 'title="Retention policy 2026"' in header
-    assert 'location="https://docs.example/retention"' in header and "date=2026-03-01" in header
-    assert "version=-" in header  # the content digest stays internal
+    assert 'url="https://docs.example/retention"' in header and "date=2026-03-01" in header
+    assert "version" not in header  # the content digest stays internal
     code, _, err = cli(*q, "--filter", "colour=red")
     assert code != 0 and "unknown metadata field 'colour'" in err
