@@ -24,7 +24,8 @@ from es_rag.errors import (
 if TYPE_CHECKING:
     from es_rag.client import RagClient
     from es_rag.filters import SearchFilter
-    from es_rag.pipeline import RagPipeline, SearchResult
+    from es_rag.pipeline import RagPipeline
+    from es_rag.result import SearchResult
     from es_rag.settings import Settings
     from es_rag.wiring import build_backend, build_embedder, build_pipeline
 
@@ -34,7 +35,7 @@ _LAZY = {
     "RagClient": "es_rag.client",
     "Settings": "es_rag.settings",
     "SearchFilter": "es_rag.filters",
-    "SearchResult": "es_rag.pipeline",
+    "SearchResult": "es_rag.result",
     "RagPipeline": "es_rag.pipeline",
     "build_backend": "es_rag.wiring",
     "build_embedder": "es_rag.wiring",

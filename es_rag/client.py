@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from es_rag.encoders.embedder import LocalEmbedder
     from es_rag.filters import SearchFilter
     from es_rag.ingest import IngestReport, SourceDoc
-    from es_rag.pipeline import RagPipeline, SearchResult
+    from es_rag.pipeline import RagPipeline
+    from es_rag.result import SearchResult
     from es_rag.selftest import SelftestReport
     from es_rag.telemetry import StageTelemetry
     from es_rag.versions.store import SourceSummary
@@ -786,9 +787,11 @@ class RagClient:
             ignore_file: Gitignore-style patterns skipped in every folder walked, besides each folder's own.
             sync: The index follows the folders given: after a run with no failed document, delete the tenant's
                 sources they no longer yield (``report.removed``), as ``es-rag ingest --sync``.
-            strategy: Chunking strategy: ``fixed``, ``recursive``, ``structure`` or ``parent-child``.
+            strategy: Chunking strategy: ``fixed``, ``recursive``, ``structure``, ``parent-child`` or ``semantic``
+                (children cut where the embedding model sees the topic change); late chunking is the
+                ``late_chunking`` setting of the client's settings.
             contextual: Embed ``title + heading path`` with each child.
-            parent_max_tokens: Cap on parent size in tokens (``parent-child``).
+            parent_max_tokens: Cap on parent size in tokens (``parent-child``, ``semantic``).
             meta: Metadata of every source (``es-rag ingest --meta``); a document's front matter or JSONL fields
                 win. A bad field or value fails the documents it applies to, in ``report.failed``.
             updated_from_mtime: A file that declares no ``updated`` date gets its modification day.

@@ -42,8 +42,8 @@ from es_rag.errors import ConfigError
 from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
 
 if TYPE_CHECKING:
-    from es_rag.pipeline import SearchResult
     from es_rag.records import StageRecord
+    from es_rag.result import SearchResult
 
 OTEL_EXTRA = "pip install 'es-rag[otel]'"
 """How to install what :class:`StageTelemetry` needs."""

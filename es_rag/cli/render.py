@@ -63,7 +63,7 @@ def print_result(result: Any) -> None:
     Args:
         result: :class:`~es_rag.pipeline.SearchResult`.
     """
-    from es_rag.pipeline import format_trace, summarize_hits
+    from es_rag.result import format_trace, summarize_hits
 
     print(f"\n=== query: {result.query}")
     print(f"status: {result.status}")

@@ -27,7 +27,7 @@ are left out of those averages (nothing can be recalled) and counted for the no-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,30 +210,6 @@ def ranked_sources(question: GoldenQuestion, hits: Sequence[Hit]) -> list[str]:
     return out
 
 
-def span_coverage(spans: Sequence[GoldSpan], hits: Iterable[Hit]) -> float | None:
-    """Share of the gold span characters that the hits' ``[start_offset, end_offset)`` ranges cover (None without
-    spans).
-
-    Args:
-        spans: Gold spans.
-        hits: Packed chunks (their source id and offsets).
-    """
-    if not spans:
-        return None
-    ranges: dict[str, list[tuple[int, int]]] = {}
-    for h in hits:
-        if h.start_offset is not None and h.end_offset is not None:
-            ranges.setdefault(h.source_id, []).append((h.start_offset, h.end_offset))
-    total = covered = 0
-    for sp in spans:
-        total += sp.end - sp.start
-        chars: set[int] = set()
-        for s, e in ranges.get(sp.source_id, []):
-            chars.update(range(max(s, sp.start), min(e, sp.end)))
-        covered += len(chars)
-    return covered / total
-
-
 def context_recall(question: GoldenQuestion, hits: Sequence[Hit]) -> float | None:
     """Share of the gold sources with relevant evidence in the packed context (None without gold).
 
@@ -293,123 +269,3 @@ def question_filter(question: GoldenQuestion, tenant: str | None, groups: Sequen
     if not chosen:
         raise InputError(f"golden question {question.id}", "tenant", "no tenant: add one to the line or pass --tenant")
     return SearchFilter(chosen, tuple(question.groups or groups), metadata=dict(question.filters))
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return round(sum(kept) / len(kept), 4) if kept else None
-
-
-def evaluate_golden(
-    questions: Sequence[GoldenQuestion],
-    pipeline: Any,
-    *,
-    tenant: str | None = None,
-    groups: Sequence[str] = (),
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Run every question through ``pipeline`` (the user's index and settings) and score it, per category and overall.
-
-    Ranking metrics score the candidates the gate sees (the reranked list, or the fused order without a reranker);
-    span coverage and context recall score the packed context. With a calibrated no-answer threshold in force,
-    ``no_answer`` gives the gate's accuracy: a question is answerable when a relevant candidate reached the gate,
-    and the gate was right when it answered exactly those.
-
-    Args:
-        questions: The golden set.
-        pipeline: A :class:`~es_rag.pipeline.RagPipeline` over the user's index.
-        tenant: Default tenant of questions that name none.
-        groups: Default ACL groups of questions that name none.
-        progress: Show a progress bar.
-    """
-    from tqdm import tqdm
-
-    from es_rag.evaluation.metrics import run_from_ids
-    from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
-
-    rows: list[dict[str, Any]] = []
-    run: dict[str, dict[str, float]] = {}
-    reranked_any = False
-    for q in tqdm(questions, desc="golden", unit="q", disable=not progress):
-        result = pipeline.search(q.question, question_filter(q, tenant, groups))
-        reranked_any = reranked_any or result.reranked
-        ranked = ranked_sources(q, result.candidates)
-        run[q.id] = run_from_ids(ranked)
-        rows.append(
-            {
-                "id": q.id,
-                "category": q.category,
-                "gold": sorted(q.gold),
-                "ranked_sources": ranked[:20],
-                "context_sources": [h.source_id for h in result.hits],
-                "span_coverage": span_coverage(q.spans, result.hits),
-                "context_recall": context_recall(q, result.hits),
-                "answerable": any(q.relevant(h) for h in result.candidates),
-                "answered": result.status != NO_SUFFICIENT_EVIDENCE,
-                "status": result.status,
-            }
-        )
-    calibration = pipeline.calibration()
-    threshold = calibration.threshold if reranked_any else None
-
-    def summary(selected: list[dict[str, Any]]) -> dict[str, Any]:
-        judged = [r for r in selected if r["gold"]]
-        qrels = {r["id"]: dict.fromkeys(r["gold"], 1) for r in judged}
-        out: dict[str, Any] = {
-            "questions": len(selected),
-            "judged": len(judged),
-            **(
-                rank_metrics(qrels, {r["id"]: run[r["id"]] for r in judged}) if judged else dict.fromkeys(RANK_MEASURES)
-            ),
-            "span_coverage": _mean([r["span_coverage"] for r in selected]),
-            "context_recall": _mean([r["context_recall"] for r in judged]),
-        }
-        if threshold is not None:
-            out["no_answer_accuracy"] = round(
-                sum(r["answered"] == r["answerable"] for r in selected) / len(selected), 4
-            )
-        return out
-
-    categories = sorted({r["category"] for r in rows})
-    return {
-        "questions": len(rows),
-        "overall": summary(rows),
-        "categories": {c: summary([r for r in rows if r["category"] == c]) for c in categories},
-        "gate": {
-            "threshold": threshold,
-            "calibration_source": calibration.source,
-            "no_answer": "scored: answered == a relevant candidate reached the gate"
-            if threshold is not None
-            else "not scored: no calibrated no-answer threshold in force",
-        },
-        "relevance": "source level: a chunk is relevant when its source_id is gold (only the listed chunk_ids and "
-        "children of acceptable_parents when the gold entry lists chunk_ids)",
-        "per_question": rows,
-    }
-
-
-def format_golden(result: dict[str, Any]) -> str:
-    """The table of an :func:`evaluate_golden` result: one row per category, then the overall row.
-
-    Args:
-        result: Output of :func:`evaluate_golden`.
-    """
-    na = result["gate"]["threshold"] is not None
-    heads = ["R@5", "R@10", "R@20", "MRR@10", "nDCG@10", "MAP", "P@5", "P@10", "span", "ctx_rec"] + (
-        ["no_ans"] if na else []
-    )
-    keys = [*RANK_MEASURES, "span_coverage", "context_recall"] + (["no_answer_accuracy"] if na else [])
-    lines = [f"{'category':<20} {'n':>4} " + " ".join(f"{h:>7}" for h in heads)]
-
-    def row(name: str, m: dict[str, Any]) -> str:
-        cells = " ".join(f"{m[k]:>7.4f}" if m.get(k) is not None else f"{'-':>7}" for k in keys)
-        return f"{name[:20]:<20} {m['questions']:>4} {cells}"
-
-    lines.extend(row(c, m) for c, m in result["categories"].items())
-    lines.append(row("overall", result["overall"]))
-    gate = result["gate"]
-    lines.append(
-        f"no-answer gate: threshold {gate['threshold']} (calibration {gate['calibration_source']}): {gate['no_answer']}"
-    )
-    lines.append(f"relevance: {result['relevance']}")
-    return "\n".join(lines)

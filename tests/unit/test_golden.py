@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from es_rag.errors import InputError
+from es_rag.evaluation.evidence import answer_coverage
 from es_rag.evaluation.golden import (
     GoldSpan,
     context_recall,
@@ -17,7 +18,6 @@ from es_rag.evaluation.golden import (
     question_filter,
     rank_metrics,
     ranked_sources,
-    span_coverage,
 )
 from es_rag.evaluation.metrics import run_from_ids
 from es_rag.records import Hit
@@ -160,13 +160,15 @@ def test_metrics_on_a_hand_built_case() -> None:
     assert rank_metrics({"q1": {"A": 1}}, {})["recall@20"] == 0.0
 
 
-def test_span_coverage_and_context_recall() -> None:
+def test_answer_coverage_and_context_recall() -> None:
     spans = [GoldSpan("A", 10, 30), GoldSpan("B", 0, 10)]
     # A is covered by [0, 20) and [15, 25): characters 10..24 = 15 of 20; B not at all: 15 of 30
     hits = [_hit("a1", "A", 0, 20), _hit("a2", "A", 15, 25), _hit("c", "C", 0, 100)]
-    assert span_coverage(spans, hits) == 0.5
-    assert span_coverage(spans, [_hit("a", "A", 0, 100), _hit("b", "B", 5, 8)]) == pytest.approx(23 / 30)
-    assert span_coverage([], hits) is None
+    assert answer_coverage(spans, hits) == (0.5, False)
+    share, whole = answer_coverage(spans, [_hit("a", "A", 0, 100), _hit("b", "B", 5, 8)])  # type: ignore[misc]
+    assert share == pytest.approx(23 / 30) and not whole
+    assert answer_coverage(spans, [_hit("a", "A", 0, 100), _hit("b", "B", 0, 8), _hit("b2", "B", 8, 12)]) == (1.0, True)
+    assert answer_coverage([], hits) is None
     q = parse_question({"question": "q", "gold": ["A", "B", "D"]}, "f:1", 1)
     assert context_recall(q, hits) == pytest.approx(1 / 3)
     assert context_recall(parse_question({"question": "q", "gold": []}, "f:1", 1), hits) is None

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.evaluation.golden import evaluate_golden, format_golden, load_golden
+    from es_rag.evaluation.golden import load_golden
+    from es_rag.evaluation.golden_eval import evaluate_golden, format_golden
     from es_rag.filters import SearchFilter
     from es_rag.ingest import IngestReport, ingest_documents
     from es_rag.wiring import SAMPLE_DIR, build_backend, build_chunker, build_embedder, build_pipeline, load_manifest

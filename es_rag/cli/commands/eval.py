@@ -105,6 +105,24 @@ def register(sub: Any) -> None:
         help="step 4: structure-aware splitter replacing fixed windows; recursive keeps the overlap as trailing "
         "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
     )
+    r = p.add_argument_group("recipes (--golden): what reaches the LLM, es_rag beside the usual RAG recipes")
+    r.add_argument(
+        "--recipes",
+        metavar="NAME,...",
+        default=None,
+        help="after the golden run, the same questions through other recipes under the same token budget, embedder "
+        "and tenant, scored alike (answer coverage, tokens, duplicates, latency, each as a ratio to es_rag's): "
+        "langchain (RecursiveCharacterTextSplitter 1000/200 + InMemoryVectorStore, k=50 stuffed to the budget), "
+        "langchain-k4 (k=4), llamaindex (SentenceSplitter 1024/20 + VectorStoreIndex, top-2), bm25 (BM25 alone over "
+        "your index); all = every one; needs --docs and pip install 'es-rag[recipes]'",
+    )
+    r.add_argument(
+        "--docs",
+        metavar="DIR",
+        default=None,
+        help="with --recipes: the folder your index was ingested from (the recipes split the same texts; source ids "
+        "are paths relative to it)",
+    )
     add_principal(p, tenant_required=False)
     add_target(
         p,
@@ -145,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
     settings = eval_settings(args)
     if args.golden:
         return run_golden(args, settings)
+    if args.recipes or args.docs:
+        raise ConfigError("--recipes/--docs compare recipes on your golden questions: add --golden FILE")
     if args.tenant or args.acl:
         raise ConfigError("--tenant/--acl apply to --golden only (a BEIR corpus is indexed under its own tenant)")
     common: dict[str, Any] = dict(
@@ -224,13 +244,26 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
         settings: Settings of the run.
     """
     import json
+    import os
 
-    from es_rag.evaluation.golden import evaluate_golden, format_golden, load_golden
+    from es_rag.evaluation.golden import load_golden
+    from es_rag.evaluation.golden_eval import evaluate_golden, format_golden
     from es_rag.wiring import build_backend, build_embedder, build_pipeline
 
     for flag, given in (("--ablate", args.ablate), ("--report", args.report), ("--unit", args.unit != "document")):
         if given:
             raise ConfigError(f"{flag} with --golden: golden sets run on your index as it is; drop {flag}")
+    recipes = None
+    if args.recipes or args.docs:
+        from es_rag.integrations.recipes import parse_recipes
+
+        if not args.docs:
+            raise ConfigError("--recipes needs --docs DIR: the folder your index was ingested from")
+        if not args.recipes:
+            raise ConfigError("--docs is the corpus of --recipes: add --recipes NAME,... (or all)")
+        recipes = parse_recipes(args.recipes)
+        if not os.path.isdir(args.docs):
+            raise ConfigError(f"--docs {args.docs}: not a folder; give the folder your index was ingested from")
     questions = load_golden(args.golden)  # a bad line fails before a model or index is opened
     index_dir = existing_index_dir(args)
     if index_dir is None:
@@ -241,6 +274,20 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
     pipeline = build_pipeline(settings, backend, build_embedder(settings))
     result = evaluate_golden(questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress())
     result["golden"] = str(args.golden)
+    if recipes is not None:
+        from es_rag.integrations.recipes import compare_recipes
+
+        result["recipes"] = compare_recipes(
+            questions,
+            pipeline,
+            docs=args.docs,
+            tenant=args.tenant,
+            groups=acl_groups(args.acl),
+            recipes=recipes,
+            es_rag_result=result,
+            exclude_dirs=[index_dir] if index_dir else [],
+            progress=progress(),
+        )
     if args.records:
         with open(args.records, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in result["per_question"])
@@ -249,4 +296,9 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
     else:
         print(f"golden {args.golden}: {result['questions']} questions")
         print(format_golden(result))
+        if recipes is not None:
+            from es_rag.integrations.recipes import format_recipes
+
+            print()
+            print(format_recipes(result["recipes"]))
     return 0
