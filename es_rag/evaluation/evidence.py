@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from es_rag.errors import ConfigError
 from es_rag.evaluation.golden import GoldenQuestion, GoldSpan, question_filter
 from es_rag.records import Hit
 
@@ -309,6 +311,8 @@ def memoised(pipeline: Any) -> Any:
     """
     from es_rag.pipeline import RagPipeline
 
+    if isinstance(pipeline.backend, MemoBackend):
+        return pipeline
     return RagPipeline(
         MemoBackend(pipeline.backend),
         embedder=None if pipeline.embedder is None else MemoEmbedder(pipeline.embedder),
@@ -364,4 +368,46 @@ def budget_curve(
                 "context_tokens": _mean(tokens),
             }
         )
+    return out
+
+
+def plot_budget_curve(curve: Sequence[Mapping[str, Any]], path: str | Path, *, title: str = "") -> Path:
+    """Draw answer coverage and the whole-answer share against the token budget (:func:`budget_curve`) into a PNG.
+
+    Args:
+        curve: The curve's points.
+        path: The PNG file.
+        title: The plot's title (the golden file).
+
+    Raises:
+        ConfigError: matplotlib is not installed (the ``report`` extra), or the curve is empty (``--budgets none``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'es-rag[report]'") from None
+    points = [p for p in curve if p.get("answer_coverage") is not None]
+    if not points:
+        raise ConfigError("--plot: no coverage curve to draw (no question with spans, or --budgets none)")
+    budgets = [p["budget"] for p in points]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(budgets, [p["answer_coverage"] for p in points], marker="o", label="answer coverage (characters)")
+    ax.plot(budgets, [p["answer_whole"] for p in points], marker="s", label="whole answer in the context")
+    for b, p in zip(budgets, points, strict=True):
+        ax.annotate(f"{p['answer_coverage']:.3f}", (b, p["answer_coverage"]), textcoords="offset points", xytext=(0, 6))
+    ax.set_xlabel("token budget")
+    ax.set_ylabel("share of gold answers")
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(budgets)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(f"What reaches the LLM: {title}" if title else "What reaches the LLM")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
     return out

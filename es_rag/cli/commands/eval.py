@@ -26,6 +26,7 @@ from es_rag.cli.options import (
 )
 from es_rag.cli.render import print_json, progress
 from es_rag.errors import ConfigError
+from es_rag.evaluation.evidence import BUDGETS
 
 HELP = "per-stage retrieval metrics on a BEIR-layout dataset, or your golden questions on your own index"
 EVAL_ES_PREFIX = "es-rag-eval"
@@ -39,6 +40,23 @@ SCOPE = {
     **{g: None for g in POST_RETRIEVAL},
     "connection": None,
 }
+
+
+def budget_list(value: str) -> tuple[int, ...]:
+    """argparse type of ``--budgets``: ``500,1500`` -> ``(500, 1500)``; ``none`` -> no curve.
+
+    Args:
+        value: The option's text.
+    """
+    if value.strip().lower() in ("none", "off"):
+        return ()
+    try:
+        budgets = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected token budgets like 500,1500 or none, got {value!r}") from None
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"token budgets must be >= 1, got {value!r}")
+    return budgets
 
 
 def register(sub: Any) -> None:
@@ -105,6 +123,30 @@ def register(sub: Any) -> None:
         help="step 4: structure-aware splitter replacing fixed windows; recursive keeps the overlap as trailing "
         "sentences, structure overlaps only inside an over-long sentence (%(default)s)",
     )
+    v = p.add_argument_group("golden sets (--golden): what reaches the LLM")
+    v.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="after the run, the same questions again with one setting changed per value (repeatable; retrieval is "
+        "memoised, so a variant costs the stages after it): answer coverage per stage, whole answers, tokens and "
+        "duplicates per variant, e.g. --vary context_k=8,16 --vary expand_mode=neighbors",
+    )
+    v.add_argument(
+        "--budgets",
+        type=budget_list,
+        default=BUDGETS,
+        metavar="N,...|none",
+        help=f"token budgets of the answer coverage curve (default: {','.join(map(str, BUDGETS))}); none: no curve",
+    )
+    v.add_argument(
+        "--plot",
+        metavar="PNG",
+        default=None,
+        help="draw the answer coverage curve (coverage and whole answers against the token budget) into this file "
+        "(needs matplotlib: pip install 'es-rag[report]')",
+    )
     r = p.add_argument_group("recipes (--golden): what reaches the LLM, es_rag beside the usual RAG recipes")
     r.add_argument(
         "--recipes",
@@ -163,8 +205,8 @@ def run(args: argparse.Namespace) -> int:
     settings = eval_settings(args)
     if args.golden:
         return run_golden(args, settings)
-    if args.recipes or args.docs:
-        raise ConfigError("--recipes/--docs compare recipes on your golden questions: add --golden FILE")
+    if args.recipes or args.docs or args.vary or args.plot:
+        raise ConfigError("--recipes/--docs/--vary/--plot apply to --golden: add --golden FILE")
     if args.tenant or args.acl:
         raise ConfigError("--tenant/--acl apply to --golden only (a BEIR corpus is indexed under its own tenant)")
     common: dict[str, Any] = dict(
@@ -264,6 +306,13 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
         recipes = parse_recipes(args.recipes)
         if not os.path.isdir(args.docs):
             raise ConfigError(f"--docs {args.docs}: not a folder; give the folder your index was ingested from")
+    if args.plot and not args.budgets:
+        raise ConfigError("--plot draws the coverage curve: drop --budgets none")
+    from es_rag.cli.vary import parse_vary
+
+    variants = parse_vary(args.vary)  # a bad --vary fails before a model or index is opened too
+    for _, change in variants:
+        settings.replace(**change)  # and a value the settings refuse (context_k above rerank_k)
     questions = load_golden(args.golden)  # a bad line fails before a model or index is opened
     index_dir = existing_index_dir(args)
     if index_dir is None:
@@ -272,8 +321,26 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
     else:
         backend = build_backend(settings, index_dir=index_dir)
     pipeline = build_pipeline(settings, backend, build_embedder(settings))
-    result = evaluate_golden(questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress())
+    result = evaluate_golden(
+        questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress(), budgets=args.budgets
+    )
     result["golden"] = str(args.golden)
+    if variants:
+        from es_rag.evaluation.sweep import sweep
+
+        result["variants"] = sweep(
+            questions,
+            pipeline,
+            variants,
+            tenant=args.tenant,
+            groups=acl_groups(args.acl),
+            base={**result["overall"], "latency_ms": result["latency_ms"].get("total")},
+            progress=progress(),
+        )
+    if args.plot:
+        from es_rag.evaluation.evidence import plot_budget_curve
+
+        result["plot"] = str(plot_budget_curve(result["budget_curve"], args.plot, title=str(args.golden)))
     if recipes is not None:
         from es_rag.integrations.recipes import compare_recipes
 
@@ -296,6 +363,11 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
     else:
         print(f"golden {args.golden}: {result['questions']} questions")
         print(format_golden(result))
+        if variants:
+            from es_rag.evaluation.sweep import format_sweep
+
+            print("\none change at a time (answer coverage per stage; delta = packed coverage minus the base run's)")
+            print(format_sweep(result["variants"]))
         if recipes is not None:
             from es_rag.integrations.recipes import format_recipes
 
