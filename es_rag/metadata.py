@@ -2,7 +2,7 @@
 filters and validity predicate that read them (seed 000 "metadata filters: type, section, date, tags"; seed 002
 §11, §26 "an expired version is filtered, not demoted").
 
-**Schema.** :data:`BUILTIN_FIELDS` plus the fields an index declares with ``--meta-fields name:type`` (settings
+**Schema.** :data:`BUILTIN_FIELDS` plus the fields an index declares with ``--metadata-fields name:type`` (settings
 ``index.metadata_fields``, fixed when the index is created, like the analyzer). The index template maps exactly
 these fields (``meta`` is ``dynamic: strict``), the embedded backend stores exactly them, and a value of another
 field or of the wrong type is refused at ingest with the document and the field named.
@@ -96,7 +96,7 @@ class MetadataSchema:
 
     @classmethod
     def declare(cls, specs: Iterable[str]) -> MetadataSchema:
-        """The built-in fields plus ``name:type`` declarations (``--meta-fields``).
+        """The built-in fields plus ``name:type`` declarations (``--metadata-fields``).
 
         Args:
             specs: ``name:type`` strings; type one of :data:`TYPES`.
@@ -112,7 +112,7 @@ class MetadataSchema:
                 )
             if name in ALIASES or any(f.name == name for f in fields):
                 raise ConfigError(f"metadata_fields: {name!r} is a built-in field or alias; it is already declared")
-            fields.append(MetaField(name, kind, help="declared with --meta-fields"))
+            fields.append(MetaField(name, kind, help="declared with --metadata-fields"))
         return cls(tuple(fields))
 
     def get(self, name: str) -> MetaField | None:
@@ -137,7 +137,7 @@ class MetadataSchema:
             known = ", ".join(f.name for f in self.fields)
             raise ConfigError(
                 f"{where}: unknown metadata field {name!r}; known: {known} (declare others with "
-                "--meta-fields name:type when the index is created)"
+                "--metadata-fields name:type when the index is created)"
             )
         return found
 
@@ -168,7 +168,7 @@ class MetadataSchema:
                 raise InputError(
                     document,
                     f"{META}.{key}",
-                    f"unknown metadata field; known: {known} (declare others with --meta-fields name:type)",
+                    f"unknown metadata field; known: {known} (declare others with --metadata-fields name:type)",
                 )
             if fld.name in out:
                 raise InputError(document, f"{META}.{fld.name}", f"given twice ({key!r} is another name for it)")
@@ -354,8 +354,9 @@ def render_bound(text: str) -> str:
 
 # --------------------------------------------------------------------------------------------------- filters
 
-_OPS = {">=": "gte", "<=": "lte", "!=": "ne", ">": "gt", "<": "lt", "=": "eq"}
-_FILTER_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|>|<|=)\s*(.*?)\s*$", re.DOTALL)
+_OPS = {">=": "gte", "<=": "lte", "!=": "ne", ">": "gt", "<": "lt", "==": "eq", "=": "eq"}
+# ``==`` is ``=`` (a Python or SQL habit): before it, ``doc_type==policy`` filtered on the value "=policy" (issue 31)
+_FILTER_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|==|>|<|=)\s*(.*?)\s*$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -489,7 +490,7 @@ def parse_filter(expr: str, schema: MetadataSchema) -> Condition:
     """A ``--filter`` expression as a :class:`Condition`.
 
     Args:
-        expr: ``field=v1,v2``, ``field!=v``, ``field>=X``, ``field>X``, ``field<=X``, ``field<X``.
+        expr: ``field=v1,v2`` (or ``==``), ``field!=v``, ``field>=X``, ``field>X``, ``field<=X``, ``field<X``.
         schema: The index's metadata fields.
 
     Raises:

@@ -13,13 +13,33 @@ from typing import Any, NoReturn
 USAGE_EXIT = 2
 
 
+FOREIGN_FLAGS = {
+    "--top-k": "--context-k",
+    "--k": "--context-k",
+    "--topk": "--context-k",
+    "--num-results": "--context-k",
+    "--chunk-size": "--chunk-max-tokens",
+    "--max-tokens": "--token-budget",
+    "--reranker": "--rerank-model",
+    "--model": "--embedding-model",
+    "--filters": "--filter",
+    "--index": "--index-dir",
+}
+"""Flags other RAG tools name differently (LangChain's ``k``, LlamaIndex's ``top_k``, a splitter's ``chunk_size``):
+the es_rag flag of the same meaning, suggested when it exists in the command (issue 31)."""
+
+
 def suggestion(word: str, candidates: Sequence[str]) -> str | None:
-    """The candidate closest to ``word``, if one is close enough.
+    """The candidate closest to ``word``, if one is close enough; a flag of another tool (:data:`FOREIGN_FLAGS`)
+    suggests es_rag's flag of the same meaning.
 
     Args:
         word: What the user typed.
         candidates: What exists.
     """
+    ours = FOREIGN_FLAGS.get(word.replace("_", "-"))
+    if ours is not None and ours in candidates:
+        return ours
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
 

@@ -115,6 +115,11 @@ def test_a_usage_error_is_one_line_with_did_you_mean(capsys: pytest.CaptureFixtu
     assert main(["search", "q", "--tenant", "acme", "--fusion-method", "rff"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "(did you mean rrf?)" in err
+    # another tool's name for a flag points at ours (LangChain's k, LlamaIndex's top_k: issue 31)
+    assert main(["search", "q", "--tenant", "acme", "--top-k", "3"]) == 2
+    assert "--top-k 3 (did you mean --context-k?)" in capsys.readouterr().err
+    assert main(["ingest", "docs", "--tenant", "acme", "--chunk_size", "512"]) == 2
+    assert "(did you mean --chunk-max-tokens?)" in capsys.readouterr().err
     # flags are never abbreviated: --rerank is not --rerank-k / --rerank-model
     assert main(["search", "q", "--tenant", "acme", "--rerank", "3"]) == 2
     capsys.readouterr()

@@ -122,6 +122,9 @@ def test_mapping_is_strict_and_typed() -> None:
 def test_filter_expressions_render_to_the_clauses_written_by_hand() -> None:
     assert parse_filter("doc_type=policy,faq", SCHEMA).to_es() == {"terms": {"meta.doc_type": ["policy", "faq"]}}
     assert parse_filter("type = policy", SCHEMA).to_es() == {"terms": {"meta.doc_type": ["policy"]}}
+    # == is =: it once filtered on the value "=policy" and returned nothing, silently (issue 31)
+    assert parse_filter("doc_type==policy", SCHEMA).to_es() == {"terms": {"meta.doc_type": ["policy"]}}
+    assert parse_filter("published == 2024-05-01", SCHEMA) == parse_filter("published=2024-05-01", SCHEMA)
     assert parse_filter("tags!=draft", SCHEMA).to_es() == {"bool": {"must_not": [{"terms": {"meta.tags": ["draft"]}}]}}
     assert parse_filter("published>=2023", SCHEMA).to_es() == {"range": {"meta.published": {"gte": "2023-01-01||/y"}}}
     assert parse_filter("effective<=2026-04-30", SCHEMA).to_es() == {
