@@ -21,6 +21,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from es_rag.errors import ConfigError
 from es_rag.integrations._common import RetrievalScope, check_client, check_top_k, missing, retrieve
 
 try:
@@ -53,10 +54,14 @@ class EsRagRetriever(BaseRetriever):
         filters: Metadata conditions in ``es-rag search --filter`` syntax (``doc_type=policy``,
             ``published>=2023``), all applied in every retriever.
         top_k: Most documents returned; None = every packed block (at most ``context_k``).
+        k: LangChain's name for ``top_k`` (``as_retriever``'s convention); give one of the two.
+        search_kwargs: LangChain's ``VectorStoreRetriever`` dict: ``k`` (= ``top_k``) and ``filter`` (= exact-match
+            ``metadata_filter``); any other key is refused by name.
         **kwargs: ``BaseRetriever``'s own fields (``tags``, ``metadata``: LangChain's tracing metadata).
 
     Raises:
-        ConfigError: No tenant or an empty one, ``client`` is not a RagClient, a bad ACL, metadata or ``top_k``.
+        ConfigError: No tenant or an empty one, ``client`` is not a RagClient, a bad ACL, metadata, ``top_k`` or
+            ``search_kwargs``, or the same limit or filter given twice with different values.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -74,8 +79,11 @@ class EsRagRetriever(BaseRetriever):
         metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
         filters: Sequence[str] | str = (),
         top_k: int | None = None,
+        k: int | None = None,
+        search_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        top_k, metadata_filter = _langchain_conventions(top_k, k, metadata_filter, search_kwargs)
         fields: dict[str, Any] = {
             "scope": RetrievalScope.of(tenant, acl, metadata_filter, filters),
             "client": check_client(client),
@@ -96,3 +104,31 @@ class EsRagRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         return await asyncio.to_thread(self._documents, query)
+
+
+def _same(name: str, a: Any, b: Any, other: str) -> Any:
+    """``a`` or ``b``, whichever is given; both given and different is an error naming both."""
+    if a is not None and b is not None and a != b:
+        raise ConfigError(f"{name}: given twice with different values ({a!r} and {other} {b!r}); give one")
+    return a if a is not None else b
+
+
+def _langchain_conventions(
+    top_k: int | None, k: int | None, metadata_filter: Any, search_kwargs: Mapping[str, Any] | None
+) -> tuple[int | None, Any]:
+    """``top_k`` and ``metadata_filter`` with LangChain's names folded in: ``k`` and ``search_kwargs`` (``k``,
+    ``filter``). Before they were read, ``k=2`` and ``search_kwargs={"k": 2}`` were silently ignored (issue 31)."""
+    top_k = _same("top_k", top_k, k, "k")
+    if search_kwargs is None:
+        return top_k, metadata_filter
+    if not isinstance(search_kwargs, Mapping):
+        raise ConfigError(f"search_kwargs: expected a dict like {{'k': 4}}, got {type(search_kwargs).__name__}")
+    unknown = sorted(set(search_kwargs) - {"k", "filter"})
+    if unknown:
+        raise ConfigError(
+            f"search_kwargs: unknown key(s) {', '.join(map(repr, unknown))}; es_rag reads 'k' (= top_k) and 'filter' "
+            "(= metadata_filter); use filters= for ranges"
+        )
+    top_k = _same("top_k", top_k, search_kwargs.get("k"), "search_kwargs['k']")
+    metadata_filter = _same("metadata_filter", metadata_filter, search_kwargs.get("filter"), "search_kwargs['filter']")
+    return top_k, metadata_filter

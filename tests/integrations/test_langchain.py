@@ -118,3 +118,26 @@ def test_metadata_filters_reach_the_search(two_tenant_rag: RagClient) -> None:
     assert docs[0].metadata["meta"] == {"doc_type": ["policy"]}
     with pytest.raises(ConfigError, match="unknown metadata field 'colour'"):
         EsRagRetriever(client=two_tenant_rag, tenant="acme", filters=["colour=red"]).invoke("password")
+
+
+def test_langchain_s_k_and_search_kwargs_limit_the_documents(two_tenant_rag: RagClient) -> None:
+    """LangChain's own names: ``k`` (as_retriever) and ``search_kwargs={"k": .., "filter": ..}`` were ignored before
+    (issue 31); now they mean top_k and metadata_filter, and a conflict or an unknown key is an error."""
+    every = EsRagRetriever(client=two_tenant_rag, tenant="acme", acl=["support", "legal"]).invoke("password")
+    assert len(every) > 1
+    for kwargs in ({"k": 1}, {"search_kwargs": {"k": 1}}, {"top_k": 1, "k": 1}):
+        docs = EsRagRetriever(client=two_tenant_rag, tenant="acme", acl=["support", "legal"], **kwargs).invoke(
+            "password"
+        )
+        assert [d.id for d in docs] == [every[0].id], kwargs
+    source = every[-1].metadata["source_id"]
+    narrowed = EsRagRetriever(
+        client=two_tenant_rag, tenant="acme", acl=["support", "legal"], search_kwargs={"filter": {"source_id": source}}
+    ).invoke("password")
+    assert narrowed and {d.metadata["source_id"] for d in narrowed} == {source}
+    with pytest.raises(ConfigError, match=r"top_k: given twice with different values \(1 and k 2\)"):
+        EsRagRetriever(client=two_tenant_rag, tenant="acme", top_k=1, k=2)
+    with pytest.raises(ConfigError, match="search_kwargs: unknown key\\(s\\) 'score_threshold'"):
+        EsRagRetriever(client=two_tenant_rag, tenant="acme", search_kwargs={"score_threshold": 0.5})
+    with pytest.raises(ConfigError, match="k: must be None or an integer >= 1, got 0"):
+        EsRagRetriever(client=two_tenant_rag, tenant="acme", k=0)
