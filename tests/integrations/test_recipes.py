@@ -223,14 +223,48 @@ def test_cli_refuses_recipes_without_golden_or_docs(
     assert "unknown recipe 'nope'" in capsys.readouterr().err
 
 
-def test_cli_prints_the_comparison(corpus: SimpleNamespace, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_the_comparison(
+    corpus: SimpleNamespace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ES_RAG_CACHE", str(tmp_path / "cache"))
     args = ["eval", "--golden", str(corpus.golden), "--tenant", "acme", "--rerank-model", "none", *corpus.opts]
     capsys.readouterr()
     assert main([*args, "--docs", str(corpus.docs), "--recipes", "all"]) == 0
     out = capsys.readouterr().out
     assert "what reaches the LLM: token budget 1500" in out
+    assert f"recipe passage vectors cached in {tmp_path / 'cache' / 'embeddings'}" in out
+    assert list((tmp_path / "cache" / "embeddings").glob("*/vectors.npy"))
     for name in (ES_RAG, *RECIPES):
         assert any(line.startswith(f"{name} ") for line in out.splitlines()), name
     assert main([*args, "--docs", str(corpus.docs), "--recipes", "bm25", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["recipes"]
     assert list(got["rows"]) == [ES_RAG, "bm25"] and got["token_budget"] == 1500
+
+
+def test_recipe_passages_are_cached_a_batch_at_a_time(tmp_path: Path) -> None:
+    """A recipe index of a large corpus costs an ingest (rag-ja-train: over half an hour a framework): its passage
+    vectors go to the embedding cache a batch at a time, so a killed run keeps them and a second encodes nothing."""
+    import numpy as np
+
+    from es_rag.integrations.recipes_common import CachedPassages
+
+    calls: list[list[str]] = []
+
+    class Counting:
+        version = "fake@1"
+
+        def embed_documents(self, texts: list[str]) -> Any:
+            calls.append(list(texts))
+            return np.asarray([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+        def embed_query(self, text: str) -> Any:
+            return np.asarray([0.0, 1.0], dtype=np.float32)
+
+    texts = [f"passage {i}" * (i + 1) for i in range(5)]
+    first = CachedPassages(Counting(), tmp_path, batch=2).embed_documents(texts)
+    assert [len(c) for c in calls] == [2, 2, 1]  # encoded (and saved) batch by batch
+    assert first[:, 0].tolist() == [float(len(t)) for t in texts]
+    calls.clear()
+    again = CachedPassages(Counting(), tmp_path, batch=2)
+    assert np.array_equal(again.embed_documents(texts), first) and calls == []  # a new run reads the cache
+    assert again.embed_query("q").tolist() == [0.0, 1.0] and again.version == "fake@1"  # the rest is delegated
