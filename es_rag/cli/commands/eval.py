@@ -320,7 +320,10 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
         backend.probe()
     else:
         backend = build_backend(settings, index_dir=index_dir)
-    pipeline = build_pipeline(settings, backend, build_embedder(settings))
+    from es_rag.evaluation.evidence import memoised
+
+    # one memo for the run, the coverage curve, the variants and the recipes: a question is embedded and searched once
+    pipeline = memoised(build_pipeline(settings, backend, build_embedder(settings)))
     result = evaluate_golden(
         questions, pipeline, tenant=args.tenant, groups=acl_groups(args.acl), progress=progress(), budgets=args.budgets
     )
@@ -342,6 +345,7 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
 
         result["plot"] = str(plot_budget_curve(result["budget_curve"], args.plot, title=str(args.golden)))
     if recipes is not None:
+        from es_rag.encoders.cache import default_cache_dir
         from es_rag.integrations.recipes import compare_recipes
 
         result["recipes"] = compare_recipes(
@@ -354,6 +358,7 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
             es_rag_result=result,
             exclude_dirs=[index_dir] if index_dir else [],
             progress=progress(),
+            cache_dir=default_cache_dir() / "embeddings",
         )
     if args.records:
         with open(args.records, "w", encoding="utf-8") as fh:
