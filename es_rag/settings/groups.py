@@ -746,9 +746,18 @@ class SelectSettings(Group):
     NAME: ClassVar[str] = "select"
     TITLE: ClassVar[str] = "select: MMR diversity and per-source caps"
 
-    context_k: int = opt(5, help="most chunks in the context")
+    context_k: int = opt(
+        7,
+        help="most chunks in the context (7 x the 200-token chunk fits the 1,500-token budget: seed 003's sizing; "
+        "measured on rag-en-train and rag-ja-train, docs/evaluation.md)",
+    )
     mmr_lambda: float = opt(0.7, help="MMR trade-off, 1.0 = pure relevance, 0.0 = pure diversity")
-    max_chunks_per_source: int | None = opt(2, metavar="N|off", help="per-source cap")
+    max_chunks_per_source: int | None = opt(
+        None,
+        metavar="N|off",
+        help="per-source cap (off: a long document's answer often spans more chunks than a cap of 2 lets in; "
+        "docs/evaluation.md)",
+    )
     max_chunks_per_parent: int | None = opt(None, metavar="N|off", help="per-parent-section cap")
     mmr_path: MmrPath = opt(
         MmrPath.CLIENT,

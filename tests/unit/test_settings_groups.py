@@ -103,14 +103,14 @@ def test_groups_are_frozen_and_rerank_model_none_disables() -> None:
         ),
         # parent mode: the unit is a parent of up to expand_max_parent_tokens (800): 5 x 800 = 4000, 1500 // 800 = 1
         (
-            {"expand_mode": "parent"},
+            {"expand_mode": "parent", "context_k": 5},
             "context_k=5 x parent size 800 tokens = 4000 > token_budget 1500: at most 1 parent will fit "
             "(a parent that does not fit falls back to its child)",
         ),
-        ({"expand_mode": "parent", "expand_max_parent_tokens": 300}, None),
+        ({"expand_mode": "parent", "context_k": 5, "expand_max_parent_tokens": 300}, None),
         # neighbours: (2 x 1 + 1) x 200 = 600 per block, 5 x 600 = 3000, 1500 // 600 = 2
         (
-            {"expand_mode": "neighbors"},
+            {"expand_mode": "neighbors", "context_k": 5},
             "context_k=5 x neighbour block size 600 tokens (3 chunks of 200) = 3000 > token_budget 1500: "
             "at most 2 blocks will fit (a block that does not fit falls back to its child)",
         ),
