@@ -214,7 +214,7 @@ def test_cli_refuses_recipes_without_golden_or_docs(
 ) -> None:
     opts, golden, docs = corpus.opts, str(corpus.golden), str(corpus.docs)
     assert main(["eval", "--dataset", str(corpus.root), "--recipes", "all", *opts]) == 2
-    assert "--recipes/--docs compare recipes on your golden questions: add --golden FILE" in capsys.readouterr().err
+    assert "--recipes/--docs/--vary/--plot apply to --golden: add --golden FILE" in capsys.readouterr().err
     assert main(["eval", "--golden", golden, "--recipes", "all", "--tenant", "acme", *opts]) == 2
     assert "--recipes needs --docs DIR" in capsys.readouterr().err
     assert main(["eval", "--golden", golden, "--docs", docs, "--tenant", "acme", *opts]) == 2
