@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from es_rag.errors import ConfigError
-from es_rag.settings import FLAT, GROUPS, Choice, Group, Settings
+from es_rag.settings import AUTO_MODEL, FLAT, GROUPS, Choice, Group, Settings
 
 Scope = Mapping[str, Sequence[str] | None]
 """Settings a command reads: group name -> field names (None = every field of the group)."""
@@ -195,6 +195,8 @@ def add_settings(
         wanted = scope[cls.NAME]
         section = sections[cls.NAME] = parser.add_argument_group(cls.TITLE)
         group_value = getattr(base, cls.NAME)
+        if cls.NAME == "encoder" and base.model_is_auto:  # --help shows "auto", not the model it resolves to
+            group_value = dataclasses.replace(group_value, model=AUTO_MODEL)
         for fld in dataclasses.fields(cls):
             if wanted is not None and fld.name not in wanted:
                 continue

@@ -65,6 +65,7 @@ from es_rag.settings.groups import (
 )
 
 __all__ = [
+    "AUTO_MODEL",
     "BBQ_DEFAULT_OVERSAMPLE",
     "CHANNELS",
     "DEFAULT_EMBEDDING_MODEL",
