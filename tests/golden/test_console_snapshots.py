@@ -138,7 +138,7 @@ COMMENTS: dict[str, list[str]] = {
         "# rerank: Elasticsearch text_similarity_reranker my-rerank over the top 40 (Enterprise/trial licence, "
         "Elasticsearch >= 8.14); the local cross-encoder is skipped, and is the fallback on a licence 403 or a cluster "
         "without the retriever",
-        "# select: Elasticsearch diversify retriever, MMR lambda=0.7 keeps 5 (Elasticsearch >= 9.3, technical "
+        "# select: Elasticsearch diversify retriever, MMR lambda=0.7 keeps 7 (Elasticsearch >= 9.3, technical "
         "preview); client MMR is the fallback",
         "# client fusion: one _msearch (BM25 + kNN), fused by es_rag's RRF (any licence)",
     ],
