@@ -281,6 +281,23 @@ class MemoEmbedder:
         return vec
 
 
+def _rebuilt(pipeline: Any, *, backend: Any, embedder: Any, settings: Any) -> Any:
+    """A :class:`~es_rag.pipeline.RagPipeline` like ``pipeline`` (its tokenizer, reranker, business rules, cache and
+    escalation scorer) over ``backend`` and ``embedder`` with ``settings``."""
+    from es_rag.pipeline import RagPipeline
+
+    return RagPipeline(
+        backend,
+        embedder=embedder,
+        settings=settings,
+        tokenizer=pipeline.tokenizer,
+        reranker=pipeline.reranker,
+        business_rules=pipeline.business_rules,
+        cache=pipeline.cache,
+        escalation_scorer=pipeline.escalate_stage.scorer,
+    )
+
+
 def variant(pipeline: Any, **changes: Any) -> Any:
     """A pipeline like ``pipeline`` with some settings changed, sharing its models, reranker cache and memoised
     backend and embedder (wrap them first with :class:`MemoBackend` / :class:`MemoEmbedder`).
@@ -289,17 +306,8 @@ def variant(pipeline: Any, **changes: Any) -> Any:
         pipeline: A :class:`~es_rag.pipeline.RagPipeline`.
         **changes: Flat setting names and values (``token_budget=500``).
     """
-    from es_rag.pipeline import RagPipeline
-
-    return RagPipeline(
-        pipeline.backend,
-        embedder=pipeline.embedder,
-        settings=pipeline.settings.replace(**changes),
-        tokenizer=pipeline.tokenizer,
-        reranker=pipeline.reranker,
-        business_rules=pipeline.business_rules,
-        cache=pipeline.cache,
-        escalation_scorer=pipeline.escalate_stage.scorer,
+    return _rebuilt(
+        pipeline, backend=pipeline.backend, embedder=pipeline.embedder, settings=pipeline.settings.replace(**changes)
     )
 
 
@@ -309,19 +317,13 @@ def memoised(pipeline: Any) -> Any:
     Args:
         pipeline: A :class:`~es_rag.pipeline.RagPipeline`.
     """
-    from es_rag.pipeline import RagPipeline
-
     if isinstance(pipeline.backend, MemoBackend):
         return pipeline
-    return RagPipeline(
-        MemoBackend(pipeline.backend),
+    return _rebuilt(
+        pipeline,
+        backend=MemoBackend(pipeline.backend),
         embedder=None if pipeline.embedder is None else MemoEmbedder(pipeline.embedder),
         settings=pipeline.settings,
-        tokenizer=pipeline.tokenizer,
-        reranker=pipeline.reranker,
-        business_rules=pipeline.business_rules,
-        cache=pipeline.cache,
-        escalation_scorer=pipeline.escalate_stage.scorer,
     )
 
 
