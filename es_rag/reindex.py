@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.backend import check_embedding
+from es_rag.embedded import store
 from es_rag.errors import ConfigError, EmbeddingMismatch, EsRagError
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, ingest_sources
@@ -380,7 +381,7 @@ class EmbeddedGenerations:
         current = current_generation(self.root)
         if current is not None:
             return current
-        return LEGACY if (self.root / "meta.json").is_file() else None
+        return LEGACY if store.has_manifest(self.root) else None
 
     def generations(self) -> list[str]:
         """Every generation with an index, oldest first."""
@@ -395,7 +396,7 @@ class EmbeddedGenerations:
         """Whether ``generation`` holds an index."""
         from es_rag.embedded.generations import generation_dir
 
-        return (generation_dir(self.root, generation) / "meta.json").is_file()
+        return store.has_manifest(generation_dir(self.root, generation))
 
     def embedding_versions(self, generation: str) -> dict[str, int]:
         """The ``embedding_version`` values a generation's chunks carry.

@@ -18,7 +18,6 @@ as ``multi_match`` does, and a field the index lacks scores nothing (Elasticsear
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.backend import EmbeddingState, IndexReport, Retrieval, content_hash, validate_chunk_source
+from es_rag.embedded import store
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.columns import FilterColumns, exact_mask
@@ -43,9 +43,6 @@ from es_rag.query import plan_search
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionSnapshot
-
-FORMAT_VERSION = 1
-
 
 LANGUAGE_MIRRORS = {"english": Analyzer.ENGLISH, "cjk": Analyzer.CJK, "kuromoji": Analyzer.CJK}
 """The embedded mirror of each per-language analyzer of the templates (kuromoji: cjk bigrams)."""
@@ -176,15 +173,17 @@ class EmbeddedBackend:
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
-        if self.directory is not None and (self.directory / "meta.json").is_file():
+        if self.directory is not None:
             self._load()
 
     # -- persistence ---------------------------------------------------------------------------
     def _load(self) -> None:
+        """Read the committed index (:func:`es_rag.embedded.store.read`: every file checked, one commit)."""
         assert self.directory is not None
-        meta = json.loads((self.directory / "meta.json").read_text())
-        if meta.get("format") != FORMAT_VERSION:
-            raise EsRagError(f"{self.directory}: unsupported embedded index format {meta.get('format')!r}")
+        snap = store.read(self.directory)
+        if snap is None:
+            return
+        meta = snap.meta
         stored_dims = meta.get("dims")
         if self.dims is not None and stored_dims is not None and stored_dims != self.dims:
             raise ConfigError(f"{self.directory}: index holds {stored_dims}-dim vectors, settings say {self.dims}")
@@ -196,54 +195,38 @@ class EmbeddedBackend:
                 f"{self.similarity.value} (a new index is needed, as on Elasticsearch)"
             )
         self.similarity = stored_similarity
-        with open(self.directory / "chunks.jsonl", encoding="utf-8") as fh:
-            children = [json.loads(line) for line in fh if line.strip()]
-        matrix = np.load(self.directory / "vectors.npy") if children else np.zeros((0, 0), np.float32)
-        for doc, vec in zip(children, matrix, strict=True):
+        for doc, vec in zip(snap.children, snap.vectors, strict=True):
             self._children[doc["chunk_id"]] = doc
             self._vectors[doc["chunk_id"]] = vec
-        with open(self.directory / "parents.jsonl", encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    doc = json.loads(line)
-                    self._parents[doc["chunk_id"]] = doc
-        registry = self.directory / "versions.json"
-        if registry.is_file():
-            self.versions = json.loads(registry.read_text(encoding="utf-8"))
+        self._parents = {doc["chunk_id"]: doc for doc in snap.parents}
+        self.versions = snap.versions
         self._dirty = True
         self._embedding = None
 
     def flush(self) -> None:
-        """Write the store to ``directory`` (atomic per file)."""
+        """Commit the store to ``directory``: all files or none (:func:`es_rag.embedded.store.write`).
+
+        Raises:
+            es_rag.embedded.store.DiskFull: No room; the previous commit is still the index.
+        """
         if self.directory is None:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         ids = list(self._children)
-        tmp = self.directory / "chunks.jsonl.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for cid in ids:
-                fh.write(json.dumps(self._children[cid], ensure_ascii=False) + "\n")
-        tmp.replace(self.directory / "chunks.jsonl")
         matrix = np.stack([self._vectors[c] for c in ids]) if ids else np.zeros((0, self.dims or 0), np.float32)
-        with open(self.directory / "vectors.npy.tmp", "wb") as fb:
-            np.save(fb, matrix.astype(np.float32))
-        (self.directory / "vectors.npy.tmp").replace(self.directory / "vectors.npy")
-        tmp = self.directory / "parents.jsonl.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for doc in self._parents.values():
-                fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
-        tmp.replace(self.directory / "parents.jsonl")
-        tmp = self.directory / "versions.json.tmp"
-        tmp.write_text(json.dumps(self.versions, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.directory / "versions.json")
         meta = {
-            "format": FORMAT_VERSION,
             "dims": self.dims,
             "similarity": self.similarity.value,
             "chunks": len(ids),
             "parents": len(self._parents),
         }
-        (self.directory / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        store.write(
+            self.directory,
+            meta=meta,
+            children=(self._children[c] for c in ids),
+            vectors=matrix,
+            parents=self._parents.values(),
+            versions=self.versions,
+        )
 
     # -- writes --------------------------------------------------------------------------------
     def _prepare(self, chunk: Chunk) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Layout of ``--index-dir DIR``::
 
     DIR/CURRENT                     the live generation's name (absent: DIR itself is the index, the layout before
                                     blue-green, called the ``legacy`` generation)
-    DIR/generations/<gen>/          one complete embedded index each (meta.json, chunks.jsonl, vectors.npy, ...)
+    DIR/generations/<gen>/          one complete embedded index each (its manifest meta.json and the data files it
+                                    names: :mod:`es_rag.embedded.store`)
     DIR/write.lock                  the one-writer lock of the whole folder (:func:`es_rag.embedded.backend.write_lock`)
 
 The swap writes ``CURRENT.tmp``, flushes it to disk and renames it over ``CURRENT`` (``os.replace``: atomic on POSIX
@@ -18,18 +19,17 @@ serving the generation it opened until it is opened again.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
+from es_rag.embedded import store
 from es_rag.errors import ConfigError
 
 POINTER = "CURRENT"
 GENERATIONS = "generations"
 LEGACY = "legacy"
 """The name of the index kept directly in the folder (the layout before blue-green)."""
-LEGACY_FILES = ("meta.json", "chunks.jsonl", "vectors.npy", "parents.jsonl", "versions.json")
 
 
 def current_generation(root: str | Path) -> str | None:
@@ -70,7 +70,7 @@ def live_directory(root: str | Path) -> Path:
     if gen is None:
         return Path(root)
     folder = generation_dir(root, gen)
-    if not (folder / "meta.json").is_file():
+    if not store.has_manifest(folder):
         raise ConfigError(
             f"{Path(root) / POINTER} names generation {gen!r}, but {folder} holds no index: es-rag reindex --status "
             f"--index-dir {root} lists the generations; es-rag reindex --rollback serves the previous one"
@@ -85,7 +85,7 @@ def has_index(root: str | Path) -> bool:
         root: The ``--index-dir`` folder.
     """
     try:
-        return (live_directory(root) / "meta.json").is_file()
+        return store.has_manifest(live_directory(root))
     except ConfigError:
         return True  # an index folder with a broken pointer: opening it says what is wrong
 
@@ -97,8 +97,8 @@ def list_generations(root: str | Path) -> list[str]:
         root: The ``--index-dir`` folder.
     """
     base = Path(root) / GENERATIONS
-    found = sorted(p.name for p in base.iterdir() if (p / "meta.json").is_file()) if base.is_dir() else []
-    return ([LEGACY] if (Path(root) / "meta.json").is_file() else []) + found
+    found = sorted(p.name for p in base.iterdir() if store.has_manifest(p)) if base.is_dir() else []
+    return ([LEGACY] if store.has_manifest(root) else []) + found
 
 
 def write_pointer(root: str | Path, generation: str) -> None:
@@ -111,7 +111,7 @@ def write_pointer(root: str | Path, generation: str) -> None:
     Raises:
         ConfigError: ``generation`` holds no index.
     """
-    if not (generation_dir(root, generation) / "meta.json").is_file():
+    if not store.has_manifest(generation_dir(root, generation)):
         raise ConfigError(f"generation {generation!r} holds no index in {root}: {', '.join(list_generations(root))}")
     tmp = Path(root) / (POINTER + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -135,26 +135,24 @@ def remove_generation(root: str | Path, generation: str) -> None:
     if generation == live:
         raise ConfigError(f"generation {generation!r} is live in {root}: it is never deleted")
     if generation == LEGACY:
-        for name in LEGACY_FILES:
-            (Path(root) / name).unlink(missing_ok=True)
+        store.remove(root)
         return
     shutil.rmtree(generation_dir(root, generation))
 
 
 def stored_embedding_versions(folder: str | Path) -> dict[str, int]:
-    """``embedding_version`` -> chunks in one generation's folder, read from ``chunks.jsonl`` (no vectors loaded;
-    the pointer is not followed, so ``legacy`` reads the root's own index).
+    """``embedding_version`` -> chunks in one generation's folder (no vectors loaded; the pointer is not followed, so
+    ``legacy`` reads the root's own index).
 
     Args:
         folder: A generation's folder (:func:`generation_dir`).
+
+    Raises:
+        es_rag.embedded.store.DamagedIndex: A file of it is damaged.
     """
     out: dict[str, int] = {}
-    path = Path(folder) / "chunks.jsonl"
-    if not path.is_file():
-        return out
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                version = str(json.loads(line).get("embedding_version") or "none")
-                out[version] = out.get(version, 0) + 1
+    snap = store.read(folder, vectors=False)
+    for doc in snap.children if snap is not None else ():
+        version = str(doc.get("embedding_version") or "none")
+        out[version] = out.get(version, 0) + 1
     return out

@@ -276,9 +276,11 @@ def _ignore_specs(root: Path, extra: Path | None) -> list[tuple[str, Any]]:
 
 
 def is_index_dir(path: Path) -> bool:
-    """Whether ``path`` holds an embedded es_rag index (its ``meta.json`` and ``chunks.jsonl``, or the ``CURRENT``
-    pointer of blue-green generations)."""
-    return ((path / "meta.json").is_file() and (path / "chunks.jsonl").is_file()) or (path / "CURRENT").is_file()
+    """Whether ``path`` holds an embedded es_rag index (its manifest ``meta.json``, or the ``CURRENT`` pointer of
+    blue-green generations)."""
+    from es_rag.embedded.store import has_manifest
+
+    return has_manifest(path) or (path / "CURRENT").is_file()
 
 
 def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report: IngestReport) -> list[Path]:

@@ -1,0 +1,248 @@
+"""Crash safety of the embedded index (issue 33): a kill at every write point of a save, a full disk at any byte, a
+reader beside a writer, and each single-file corruption, checked against what a reader is served afterwards.
+
+The commit under test is :mod:`es_rag.embedded.store` (immutable data files named by a checksummed manifest).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from es_rag.cli import main
+from es_rag.embedded import store
+from es_rag.embedded.backend import EmbeddedBackend
+from tests.support.crash import KILLED, fingerprint, state_a, state_b
+
+ROOT = Path(__file__).resolve().parents[2]
+EMPTY = {"chunks": {}, "parents": {}, "versions": {}}
+
+
+def run_job(folder: Path, job: str, kill_at: int = 0, fsize: int | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "tests.support.crash", str(folder), job, str(kill_at)]
+    if fsize is not None:
+        argv.append(str(fsize))
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def committed(job: Callable[[EmbeddedBackend], None], folder: Path) -> dict[str, Any]:
+    backend = EmbeddedBackend(folder)
+    job(backend)
+    backend.flush()
+    return fingerprint(folder)
+
+
+def listing(folder: Path) -> list[tuple[str, bytes]]:
+    return sorted((p.name, p.read_bytes()) for p in folder.iterdir() if p.is_file() and p.name != "write.lock")
+
+
+def only_live_files(folder: Path) -> None:
+    """No orphan: the folder holds the manifest, its copy and exactly the files the manifest names."""
+    manifest = store.read(folder)
+    assert manifest is not None
+    named = {f["name"] for f in manifest.meta["files"].values()}
+    assert {p.name for p in folder.iterdir()} - {"write.lock"} == named | {store.MANIFEST, store.BACKUP}
+
+
+@pytest.fixture(scope="module")
+def states(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("states")
+    a = committed(state_a, base / "x")
+    b = committed(state_b, base / "x")
+    shutil.rmtree(base / "x")
+    committed(state_a, base / "a")
+    return {"a": a, "b": b, "folder_a": base / "a"}
+
+
+@pytest.mark.parametrize("start, job", [("empty", "a"), ("a", "b")])
+def test_a_kill_at_every_write_point_leaves_the_old_commit_or_the_new_one(
+    states: dict[str, Any], tmp_path: Path, start: str, job: str
+) -> None:
+    def fresh(name: str) -> Path:
+        folder = tmp_path / name
+        if start == "a":
+            shutil.copytree(states["folder_a"], folder)
+        return folder
+
+    full = run_job(fresh("full"), job)
+    assert full.returncode == 0, full.stderr
+    points = int(full.stdout.split(":")[1].strip(" }\n"))
+    assert points >= 12  # 4 data files + manifest + copy: writes, fsyncs, renames, removals
+    old, new = (EMPTY if start == "empty" else states["a"]), states[job]
+    seen = []
+    for kill_at in range(1, points + 1):
+        folder = fresh(f"k{kill_at}")
+        proc = run_job(folder, job, kill_at)
+        assert proc.returncode == KILLED, (kill_at, proc.stderr)
+        served = fingerprint(folder)  # readable: no DamagedIndex, no traceback
+        assert served in (old, new), f"kill at write point {kill_at} of {points} served a mix"
+        seen.append("new" if served == new else "old")
+        rerun = run_job(folder, job)  # the same save again converges, and leaves no orphan
+        assert rerun.returncode == 0, (kill_at, rerun.stderr)
+        assert fingerprint(folder) == new
+        only_live_files(folder)
+    # the switch is one point: every kill before it serves the old commit, every kill after it the new one
+    assert seen == sorted(seen, key=lambda s: s == "new") and "old" in seen and "new" in seen
+
+
+def test_a_full_disk_at_any_byte_changes_nothing_and_names_the_disk(
+    states: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    before = listing(folder)
+    written = {"n": 0, "room": 0}
+    real = store._Sink.write
+
+    def write(self: store._Sink, data: Any) -> int:  # as the kernel does: a short write, then ENOSPC
+        view = memoryview(data).cast("B")
+        room = written["room"] - written["n"]
+        if len(view) > room:
+            real(self, view[: max(room, 0)])
+            written["n"] += max(room, 0)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written["n"] += len(view)
+        return real(self, view)
+
+    monkeypatch.setattr(store._Sink, "write", write)
+    sizes = []
+    backend = EmbeddedBackend(folder)
+    state_b(backend)
+    written["room"] = 10**9
+    backend.flush()  # measure the bytes of the whole save, then undo it
+    total = written["n"] - (folder / store.BACKUP).stat().st_size  # the copy is written after the switch
+    shutil.rmtree(folder)
+    shutil.copytree(states["folder_a"], folder)
+    assert total > 2000
+    for room in sorted({0, 1, *range(7, total, 97), total - 1}):
+        written.update(n=0, room=room)
+        with pytest.raises(store.DiskFull) as info:
+            backend.flush()
+        message = str(info.value)
+        assert "\n" not in message and "no room" in message and "nothing was changed" in message
+        assert str(store._mount_of(folder)) in message
+        sizes.append(room)
+        assert listing(folder) == before, f"a full disk after {room} bytes left a file behind"
+        assert fingerprint(folder) == states["a"]
+    assert len(sizes) > 20
+
+
+def test_the_kernel_file_size_limit_is_reported_as_a_full_disk(states: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    before = listing(folder)
+    proc = run_job(folder, "b", 0, fsize=300)  # the chunks file of state b is larger: EFBIG from the kernel
+    assert proc.returncode != 0 and "DiskFull" in proc.stderr and "nothing was changed" in proc.stderr
+    assert listing(folder) == before and fingerprint(folder) == states["a"]
+
+
+def test_searches_beside_a_writer_always_open_one_commit(states: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    stop = threading.Event()
+    commits = {"n": 0}
+
+    def writer() -> None:
+        backend = EmbeddedBackend(folder)
+        while not stop.is_set():
+            (state_b if commits["n"] % 2 == 0 else state_a)(backend)
+            backend.flush()
+            commits["n"] += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        counts = set()
+        for _ in range(10_000):
+            snap = store.read(folder)
+            assert snap is not None and len(snap.children) == snap.meta["chunks"] == snap.vectors.shape[0]
+            counts.add(len(snap.children))
+    finally:
+        stop.set()
+        thread.join()
+    assert commits["n"] > 10 and len(counts) >= 2  # the reads saw several commits, each whole (checksums and counts)
+
+
+CORRUPTIONS: dict[str, Callable[[Path], None]] = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+    "garbage": lambda p: p.write_bytes(b"\x00\xff garbage \x89PNG" * 3),
+    "empty": lambda p: p.write_bytes(b""),
+    "deleted": lambda p: p.unlink(),
+}
+
+
+def _role_file(folder: Path, role: str) -> Path:
+    if role == "manifest":
+        return folder / store.MANIFEST
+    return folder / store.read(folder).meta["files"][role]["name"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPTIONS))
+@pytest.mark.parametrize("role", ["manifest", "chunks", "vectors", "parents", "versions"])
+def test_each_damaged_file_is_named_in_one_line_never_a_traceback_or_a_wrong_answer(
+    states: dict[str, Any], tmp_path: Path, role: str, how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    target = _role_file(folder, role)
+    CORRUPTIONS[how](target)
+    with pytest.raises(store.DamagedIndex) as info:
+        EmbeddedBackend(folder)
+    assert info.value.path.name == target.name and "es-rag ingest" in str(info.value)
+    code = main(["sources", "--tenant", "acme", "--index-dir", str(folder), "--json"])
+    err = capsys.readouterr().err
+    assert code != 0 and target.name in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1
+
+
+def test_a_format_1_index_is_read_and_its_next_save_upgrades_it(tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "chunks.jsonl").write_text('{"chunk_id": "c1", "text": "hello", "source_id": "s"}\n')
+    np.save(folder / "vectors.npy", np.ones((1, 4), np.float32))
+    (folder / "parents.jsonl").write_text("")
+    (folder / "versions.json").write_text('{"acme": {"active": {"s": "v1"}}}')
+    (folder / "meta.json").write_text('{"format": 1, "dims": 4, "similarity": "cosine", "chunks": 1, "parents": 0}')
+    backend = EmbeddedBackend(folder)
+    assert list(backend._children) == ["c1"] and backend.versions == {"acme": {"active": {"s": "v1"}}}
+    backend.flush()
+    only_live_files(folder)  # the format-1 files are gone, the new commit names its own
+    assert fingerprint(folder)["versions"] == {"acme": {"active": {"s": "v1"}}}
+
+
+def test_a_format_1_index_with_fewer_vectors_than_chunks_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "chunks.jsonl").write_text('{"chunk_id": "c1"}\n{"chunk_id": "c2"}\n')
+    np.save(folder / "vectors.npy", np.ones((1, 4), np.float32))
+    (folder / "parents.jsonl").write_text("")
+    (folder / "meta.json").write_text('{"format": 1, "dims": 4, "chunks": 2, "parents": 0}')
+    with pytest.raises(store.DamagedIndex, match=r"vectors.npy: 1 vectors for 2 chunks"):
+        EmbeddedBackend(folder)
+
+
+def test_a_killed_first_save_is_no_index_and_the_next_save_removes_its_files(tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "chunks-000001.jsonl").write_text('{"chunk_id": "half')  # killed before its manifest
+    assert store.read(folder) is None and EmbeddedBackend(folder).count() == 0
+    committed(state_a, folder)
+    only_live_files(folder)
+
+
+def test_a_deleted_manifest_is_damage_not_an_empty_index(states: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    (folder / store.MANIFEST).unlink()
+    with pytest.raises(store.DamagedIndex, match=r"meta\.json: missing"):
+        EmbeddedBackend(folder)
