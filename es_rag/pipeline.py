@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ from es_rag.filters import SearchFilter
 from es_rag.flows import adrive, drive
 from es_rag.query import bm25_route
 from es_rag.records import CHANNEL_SCORE_FIELD, Hit, StageRecord, Trace
+from es_rag.redact import get_logger
 from es_rag.result import SearchResult
 from es_rag.settings import DenseFitCheck, Settings, VectorMode
 from es_rag.stages import boost, expand, fusion, gate, pack, select
@@ -41,7 +41,7 @@ from es_rag.stages.dedup import dedup_hits
 from es_rag.stages.escalate import EscalateStage, EscalationScorer, HitScorer, build_scorer
 from es_rag.stages.rerank import RerankStage
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -15,6 +15,7 @@ from es_rag import __version__
 from es_rag.cli.commands import COMMANDS
 from es_rag.cli.parser import Parser
 from es_rag.errors import ClusterError, EsRagError
+from es_rag.redact import redact
 
 
 def build_parser() -> Parser:
@@ -34,7 +35,7 @@ class _StderrWarnings(logging.Handler):
     """Prints the package's log records (warnings and above) as ``es-rag: warning: ...`` on the current stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        print(f"es-rag: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
+        print(f"es-rag: {record.levelname.lower()}: {redact(record.getMessage())}", file=sys.stderr)
 
 
 def _show_warnings() -> None:
@@ -62,12 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(COMMANDS[args.command].run(args))
     except ClusterError as exc:
-        print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
+        print(f"es-rag {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         if exc.response is not None and os.environ.get("ES_RAG_DEBUG"):
-            print(json.dumps(exc.response, ensure_ascii=False, default=str)[:4000], file=sys.stderr)
+            print(redact(json.dumps(exc.response, ensure_ascii=False, default=str)[:4000]), file=sys.stderr)
         return 3
     except EsRagError as exc:
-        print(f"es-rag {args.command}: error: {exc}", file=sys.stderr)
+        print(f"es-rag {args.command}: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"es-rag {args.command}: interrupted", file=sys.stderr)

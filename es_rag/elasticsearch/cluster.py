@@ -34,6 +34,7 @@ from es_rag.elasticsearch.responses import error_reason
 from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.flows import adrive, drive
+from es_rag.redact import redact_url
 from es_rag.settings import FusionPath, Settings
 
 TRANSPORT_RETRY_STATUSES = (502, 503, 504)
@@ -132,7 +133,8 @@ def exception_cause(exc: BaseException) -> str:
 
 def check_url(url: str | None) -> str:
     """An Elasticsearch URL with scheme, host and port, or a :class:`ConfigError` that shows the right form."""
-    raw = (url or "").strip().rstrip("/")
+    given = (url or "").strip().rstrip("/")
+    raw = redact_url(given)  # what the messages below show
     if not raw:
         raise ConfigError("no Elasticsearch URL: pass --es http://localhost:9200 (or --cloud-id)")
     parsed = urllib.parse.urlsplit(raw if "://" in raw else "")
@@ -149,14 +151,14 @@ def check_url(url: str | None) -> str:
         raise ConfigError(f"Elasticsearch URL {raw!r}: the port is not a number") from None
     if port is None and parsed.scheme == "http":
         raise ConfigError(f"Elasticsearch URL {raw!r} has no port: Elasticsearch listens on 9200, e.g. {raw}:9200")
-    return raw
+    return given
 
 
 def client_url(client: Any) -> str:
     """The first node's address of a client, for messages."""
     try:
         node = client.transport.node_pool.all()[0]
-        return str(node.base_url)
+        return redact_url(str(node.base_url))
     except Exception:  # a stand-in client in tests
         return "the cluster"
 
@@ -281,9 +283,9 @@ class ClusterClient:
             shown = f"Elastic Cloud deployment {cloud_id.split(':', 1)[0]}"
         else:
             url = check_url(url)
-            shown = url
+            shown = redact_url(url)  # every message, report and repr is built from it
             if url.startswith("http://") and (ca_certs or ssl_assert_fingerprint):
-                raise ConfigError(f"--ca-certs / --ssl-assert-fingerprint need an https:// URL, got {url}")
+                raise ConfigError(f"--ca-certs / --ssl-assert-fingerprint need an https:// URL, got {shown}")
         if ca_certs:
             kwargs["ca_certs"] = ca_certs
         if ssl_assert_fingerprint:

@@ -6,7 +6,6 @@ kept and the path says why; nothing is lost."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -26,11 +25,12 @@ from es_rag.cross_encoder.model import (
 from es_rag.cross_encoder.result_cache import ResultCache, cache_key
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.records import Hit
+from es_rag.redact import get_logger
 from es_rag.settings import RerankSettings
 from es_rag.stages.base import StageOutput
 from es_rag.stages.pack import PROMPT_VERSION
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class RerankStage:
