@@ -56,6 +56,29 @@ class ClusterUnreachable(ClusterError):
     """No HTTP answer: connection refused, DNS, TLS handshake; the request may not have reached the cluster."""
 
 
+class BulkStopped(ClusterError):
+    """A bulk run stopped part-way on a refusal no retry can fix (401, 403, 413).
+
+    Args:
+        what: What stopped, and why.
+        indexed: Documents the cluster acknowledged before it stopped: every worker's, and, once the ingest has
+            added them (:meth:`with_total`), the earlier batches' of the run.
+        status: HTTP status.
+        response: The server's error.
+    """
+
+    after = "were indexed before it stopped"
+
+    def __init__(self, what: str, *, indexed: int, status: int | None = None, response: Any = None) -> None:
+        self.what = what
+        self.indexed = indexed
+        super().__init__(f"{what} ({indexed} documents {self.after})", status=status, response=response)
+
+    def with_total(self, indexed: int) -> BulkStopped:
+        """The same error counting ``indexed`` documents (the whole run's)."""
+        return type(self)(self.what, indexed=indexed, status=self.status, response=self.response)
+
+
 class ClusterTimeout(ClusterError):
     """No answer within the request timeout; the cluster may still have done the work."""
 
@@ -71,3 +94,9 @@ class ModelLoadError(EsRagError):
 
 class MissingDependencyError(EsRagError, ImportError):
     """An optional dependency is missing; the message names the pip extra that installs it."""
+
+
+class BulkUnreachable(BulkStopped, ClusterUnreachable):
+    """The transport failed part-way through a bulk run; ``indexed`` as in :class:`BulkStopped`."""
+
+    after = "were indexed before the failure"

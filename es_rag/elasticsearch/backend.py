@@ -12,10 +12,7 @@ synchronous client, ``aretrieve`` (and ``asnapshot_versions``, ``aget_parents``,
 
 from __future__ import annotations
 
-import itertools
-import random
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -24,17 +21,18 @@ from es_rag.backend import EmbeddingState, IndexReport, Retrieval, validate_chun
 from es_rag.elasticsearch.admin import ClusterAdmin
 from es_rag.elasticsearch.aliases import embedding_versions_request, parse_embedding_versions
 from es_rag.elasticsearch.bodies import count_request, neighbors_request, parents_request, search_requests
-from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send, exception_cause
+from es_rag.elasticsearch.bulk import BULK_MAX_BACKOFF as BULK_MAX_BACKOFF  # re-exported
+from es_rag.elasticsearch.bulk import BULK_MAX_RETRIES as BULK_MAX_RETRIES
+from es_rag.elasticsearch.bulk import bulk_index
+from es_rag.elasticsearch.cluster import TRANSPORT_RETRY_STATUSES, Flow, Send
 from es_rag.elasticsearch.probe import UNKNOWN_VERSION, Capabilities, version_tuple
 from es_rag.elasticsearch.responses import (
     error_reason,
-    failed_field,
-    fatal_bulk_reason,
     hit_from_es,
     server_chunk_note,
 )
 from es_rag.elasticsearch.versions import EsVersionStore
-from es_rag.errors import ClusterError, ClusterUnreachable, ConfigError, InputError, LicenseError
+from es_rag.errors import BulkStopped, ClusterError, ConfigError, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.flows import adrive, drive
@@ -42,37 +40,6 @@ from es_rag.query import diversify_blocker, es_rerank_blocker, plan_search, sema
 from es_rag.records import CHANNEL_SCORE_FIELD, Chunk, Hit
 from es_rag.settings import MmrPath, Settings, VectorMode
 from es_rag.versions.registry import VersionSnapshot, registry_get_request, registry_index
-
-BULK_MAX_RETRIES = 3
-
-
-BULK_INITIAL_BACKOFF = 1.0
-
-
-BULK_MAX_BACKOFF = 30.0
-
-
-BULK_BACKOFF_JITTER = 0.5
-"""Bulk 429 retries: at most ``BULK_MAX_RETRIES``, waiting ``b * 2**n`` seconds (capped at ``BULK_MAX_BACKOFF``)
-where ``b`` is drawn per bulk call from ``[(1 - BULK_BACKOFF_JITTER) * BULK_INITIAL_BACKOFF,
-BULK_INITIAL_BACKOFF]``: writers rejected by the same full queue do not all retry at the same instant."""
-
-
-def bulk_initial_backoff() -> float:
-    """The first 429 retry wait of one bulk call, with jitter (see ``BULK_BACKOFF_JITTER``)."""
-    return BULK_INITIAL_BACKOFF * (1.0 - BULK_BACKOFF_JITTER * random.random())
-
-
-def _slices(items: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-BULK_CHUNK_SIZE = 200
-"""Documents per ``_bulk`` request (``streaming_bulk``'s ``chunk_size``)."""
-
-
-BULK_FATAL_STATUSES = (401, 403, 413)
-"""Statuses after which a bulk run stops: resending or going on cannot help (credentials, privileges, size)."""
 
 
 class ElasticsearchBackend(ClusterAdmin):
@@ -100,29 +67,18 @@ class ElasticsearchBackend(ClusterAdmin):
             yield {"_op_type": "index", "_index": index, "_id": c.chunk_id, "_source": doc}
 
     def index(self, chunks: Sequence[Chunk], parents: Sequence[Chunk] = ()) -> IndexReport:
-        """Bulk-index children and parents through the ingest pipelines.
-
-        ``helpers.streaming_bulk`` resends 429s (whole request or single documents) after a jittered, doubling
-        wait; the client it gets resends only 502/503/504 itself, and waits
-        ``settings.connection.bulk_timeout`` per request. With ``settings.ingest.bulk_concurrency`` N > 1 the
-        documents are cut into N slices (at most ``BULK_CHUNK_SIZE`` each) sent by N threads, each slice through its
-        own ``streaming_bulk``: ``helpers.parallel_bulk`` is not used because it sends each chunk once
-        (``_process_bulk_chunk`` without the retry loop of ``streaming_bulk``, elasticsearch-py
-        ``helpers/actions.py``), so a 429 would fail its documents instead of resending them. Results are read in
-        slice order, so the per-document report is the same as with one request at a time.
-        Every acknowledged document is counted as the stream yields it, so a failure part-way still reports how
-        many landed. A 401, 403 or 413 (credentials, privileges, request size) stops the run with a clear error
-        instead of failing every remaining document the same way.
+        """Bulk-index children and parents through the ingest pipelines (:func:`es_rag.elasticsearch.bulk.bulk_index`:
+        429s resent with a jittered, doubling wait; ``settings.ingest.bulk_concurrency`` workers; a 401, 403 or 413
+        stops the run after the first response that says it, with the count of what landed before).
 
         Args:
             chunks: Child chunks (with vectors unless the cluster embeds).
             parents: Parent sections.
 
         Raises:
-            ClusterError: A non-retryable refusal or a transport failure, with the count already indexed.
+            BulkStopped: A non-retryable refusal, with the count this call indexed (every worker's).
+            BulkUnreachable: A transport failure, with the same count.
         """
-        from elasticsearch import TransportError, helpers
-
         report = IndexReport()
         self._embedding = None  # the vectors written may change what the index holds
         server_embeds = self.settings.encoder.vectors is not VectorMode.CLIENT
@@ -133,61 +89,25 @@ class ElasticsearchBackend(ClusterAdmin):
             if not docs:
                 continue
             by_id = {c.chunk_id: c for c in docs}
-            actions = self._actions(docs, index, not server_embeds, report.failed)
 
-            def send(part: Iterable[dict[str, Any]]) -> Iterable[tuple[bool, Any]]:
-                return helpers.streaming_bulk(
-                    client,
-                    part,
-                    raise_on_error=False,
-                    raise_on_exception=False,
-                    max_retries=BULK_MAX_RETRIES,
-                    initial_backoff=bulk_initial_backoff(),
-                    max_backoff=BULK_MAX_BACKOFF,
-                    chunk_size=BULK_CHUNK_SIZE,
-                )
+            def document_of(doc_id: str, by_id: dict[str, Chunk] = by_id) -> str:
+                chunk = by_id.get(doc_id)
+                return (chunk.source_path or chunk.source_id) if chunk else doc_id
 
-            threads = self.settings.ingest.bulk_concurrency
-            pool = ThreadPoolExecutor(threads, thread_name_prefix="es-rag-bulk") if threads > 1 else None
-            stream: Iterable[tuple[bool, Any]]
-            if pool is None:
-                stream = send(actions)
-            else:
-                size = max(1, min(BULK_CHUNK_SIZE, -(-len(docs) // threads)))
-                parts = _slices(list(actions), size)
-                stream = itertools.chain.from_iterable(pool.map(lambda part: list(send(part)), parts))
+            actions = list(self._actions(docs, index, not server_embeds, report.failed))
             try:
-                for ok, item in stream:
-                    info = next(iter(item.values()))
-                    if ok:
-                        report.indexed += 1
-                        continue
-                    status = info.get("status")
-                    error = info.get("error", {})
-                    if status in BULK_FATAL_STATUSES:
-                        raise ClusterError(
-                            f"bulk indexing into {index} stopped: {fatal_bulk_reason(status, info)} "
-                            f"({report.indexed} documents were indexed before)",
-                            status=status,
-                            response=error if isinstance(error, dict) else str(error),
-                        )
-                    doc_id = str(info.get("_id"))
-                    chunk = by_id.get(doc_id)
-                    report.failed.append(
-                        {
-                            "document": (chunk.source_path or chunk.source_id) if chunk else doc_id,
-                            "field": failed_field(error),
-                            "reason": f"chunk {doc_id}: {error_reason(error)}",
-                        }
-                    )
-            except TransportError as exc:
-                raise ClusterUnreachable(
-                    f"bulk indexing into {index} failed: cluster unreachable at {self.url}: {exception_cause(exc)} "
-                    f"({report.indexed} documents were indexed before the failure)"
-                ) from exc
-            finally:
-                if pool is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
+                indexed, failed = bulk_index(
+                    client,
+                    actions,
+                    index=index,
+                    concurrency=self.settings.ingest.bulk_concurrency,
+                    document_of=document_of,
+                    url=self.url,
+                )
+            except BulkStopped as exc:
+                raise exc.with_total(report.indexed + exc.indexed) from exc.__cause__
+            report.indexed += indexed
+            report.failed.extend(failed)
         return report
 
     # -- reads --------------------------------------------------------------------------------

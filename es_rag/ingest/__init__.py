@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
-from es_rag.errors import ConfigError, InputError
+from es_rag.errors import BulkStopped, ConfigError, InputError
 from es_rag.ingest.report import IngestReport
 from es_rag.ingest.sources import (
     MAX_FILE_BYTES,
@@ -241,7 +241,13 @@ class _IndexWriter:
         for tenant, todo in pairs.items():
             started = self.store.begin(tenant, todo)
             self.switching[tenant].extend(started)
-        written = self.backend.index(children, parents) if (children or parents) else None
+        try:
+            written = self.backend.index(children, parents) if (children or parents) else None
+        except BulkStopped as exc:  # count what landed of this batch, and say the whole run's count
+            with self.lock:
+                self.report.indexed += exc.indexed
+                total = self.report.indexed
+            raise exc.with_total(total) from exc.__cause__
         with self.lock:
             if written is not None:
                 self.report.merge(written)

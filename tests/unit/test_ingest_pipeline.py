@@ -246,3 +246,89 @@ def test_429s_are_resent_and_every_document_lands_once_with_failures_per_documen
     assert {k: sorted(v) for k, v in stored.items()} == {k: v for k, v in expected.items() if k != bad_source}
     assert report.indexed == sum(len(v) for v in expected.values()) - 1 + report.parents
     assert all(src["source_id"] != bad_source for src in cluster.docs(settings.parent_index).values())
+
+
+# ------------------------------------------------------------------------- counts with several workers (issue 33)
+def _refuse_from(cluster: Any, nth: int, status: int) -> tuple[Any, list[int]]:
+    """A ``_bulk`` route: the strict double answers every request before the ``nth`` (1-based), then ``status``."""
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def respond(req: Any) -> Any:
+        with lock:
+            seen.append(len(req.body) // 2)  # documents in this request (action + source lines)
+            n = len(seen)
+        if n >= nth:
+            return status, {"error": {"type": "security_exception", "reason": "refused"}, "status": status}
+        return cluster.respond(req)
+
+    return respond, seen
+
+
+def _children(n: int) -> list[Chunk]:
+    return [
+        Chunk(
+            chunk_id=f"c{i}",
+            source_id=f"s{i // 10}.md",
+            source_version="v1",
+            parent_id=None,
+            heading_path=(),
+            start_offset=0,
+            end_offset=4,
+            chunker_version="t",
+            tenant_id="acme",
+            acl=("public",),
+            title="s",
+            text="text",
+            token_count=1,
+        ).with_vector(np.ones(DIMS, np.float32), "e1")
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_refusal_after_the_first_request_counts_what_every_worker_landed(concurrency: int) -> None:
+    settings = Settings(vector_dims=DIMS, bulk_concurrency=concurrency)
+    backend, node, cluster = cluster_backend(settings)
+    respond, seen = _refuse_from(cluster, 3, 403)
+    node.route("POST|PUT", "_bulk", respond)
+    children = _children(900)  # five requests of 200 (or fewer)
+    with pytest.raises(ClusterError, match="HTTP 403") as info:
+        backend.index(children)
+    cluster.refresh_all()
+    stored = len(cluster.docs(settings.chunk_index))
+    assert stored > 0 and info.value.indexed == stored  # type: ignore[attr-defined]
+    assert f"({stored} documents were indexed before it stopped)" in str(info.value)
+    # after the refusal no new request: the refused one, and at most the workers' others already in flight
+    assert len(seen) <= 3 + max(0, concurrency - 1)
+
+
+@pytest.mark.parametrize("status", [401, 403, 413])
+def test_a_refusal_of_the_first_request_stops_every_worker_after_one_response(status: int) -> None:
+    backend, node, cluster = cluster_backend(Settings(vector_dims=DIMS, bulk_concurrency=5))
+    respond, seen = _refuse_from(cluster, 1, status)
+    node.route("POST|PUT", "_bulk", respond)
+    children = _children(25)
+    with pytest.raises(ClusterError, match=f"HTTP {status}") as info:
+        backend.index(children)
+    assert len(seen) == 1 and info.value.indexed == 0  # type: ignore[attr-defined]
+
+
+def test_the_count_in_a_stop_message_is_the_whole_run() -> None:
+    settings = Settings(vector_dims=DIMS, bulk_concurrency=2)
+    backend, node, cluster = cluster_backend(settings)
+    respond, seen = _refuse_from(cluster, 4, 403)
+    node.route("POST|PUT", "_bulk", respond)
+    with pytest.raises(ClusterError, match="HTTP 403") as info:
+        ingest_documents(
+            iter(_docs(40, seed=5)),
+            chunker=_chunker(),
+            embedder=RandomEmbedder(),
+            backend=backend,
+            batch_size=8,
+            queue_size=0,
+        )
+    cluster.refresh_all()
+    stored = len(cluster.docs(settings.chunk_index)) + len(cluster.docs(settings.parent_index))
+    assert len(seen) >= 4 and stored > 8  # earlier batches landed
+    assert f"({stored} documents were indexed before it stopped)" in str(info.value)
