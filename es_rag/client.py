@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from es_rag.encoders.embedder import LocalEmbedder
     from es_rag.filters import SearchFilter
     from es_rag.ingest import IngestReport, SourceDoc
+    from es_rag.ingest.sync import SyncScope
     from es_rag.pipeline import RagPipeline
     from es_rag.result import SearchResult
     from es_rag.selftest import SelftestReport
@@ -904,7 +905,7 @@ class RagClient:
         report: IngestReport,
         *,
         tenant: str,
-        scopes: list[str] | None,
+        scopes: list[SyncScope] | None,
         chunking: Mapping[str, Any],
     ) -> IngestReport:
         from es_rag.ingest import ingest_sources

@@ -36,7 +36,8 @@ def print_report(report: Any, as_json: bool) -> None:
         f"indexed: {report.indexed}  failed: {len(report.failed)}  skipped: {len(report.skipped)}"
     )
     for r in report.removed:
-        print(f"  removed {r['source_id']}: gone from the folder ({r['deleted']} documents deleted)")
+        where = f" (read from {r['source_path']})" if r.get("source_path") else ""
+        print(f"  removed {r['source_id']}{where}: gone from the folder ({r['deleted']} documents deleted)")
     if "sync" in report.extra:
         print(f"sync: {report.extra['sync']}", file=sys.stderr if report.failed else sys.stdout)
     print_sources_problems(report)

@@ -176,6 +176,26 @@ class EsVersionStore(RegistryOps):
         state, _, _ = self._read(tenant_id)
         return summarize_sources(state, counts(self.settings.chunk_index), counts(self.settings.parent_index))
 
+    def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
+        """Where each of the tenant's sources was read from: ``source_id`` -> the ``source_path`` values its chunks
+        carry (a source written without one is absent), by a paged composite aggregation on the chunk index.
+
+        Args:
+            tenant_id: The tenant.
+        """
+        out: dict[str, set[str]] = {}
+        after = None
+        fields = ("source_id", "source_path")
+        while True:
+            req = source_listing_request(tenant_id, self.settings.chunk_index, after=after, fields=fields)
+            agg = (self.backend.send(req).get("aggregations") or {}).get("sources") or {}
+            buckets = agg.get("buckets") or []
+            for b in buckets:
+                out.setdefault(str(b["key"]["source_id"]), set()).add(str(b["key"]["source_path"]))
+            after = agg.get("after_key")
+            if len(buckets) < SOURCES_PAGE or not after:
+                return out
+
     def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
         """Delete every child and parent of a source (all versions) and count what remains. After a clean delete
         the source leaves the registry; otherwise its active version joins ``hidden`` so nothing that remains is

@@ -80,3 +80,15 @@ class EmbeddedVersionStore(RegistryOps):
             return out
 
         return summarize_sources(self.state(tenant_id), counts(self.backend._children), counts(self.backend._parents))
+
+    def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
+        """Where each of the tenant's sources was read from: ``source_id`` -> its chunks' ``source_path`` values.
+
+        Args:
+            tenant_id: The tenant.
+        """
+        out: dict[str, set[str]] = {}
+        for d in self.backend._children.values():
+            if d.get("tenant_id") == tenant_id and d.get("source_path"):
+                out.setdefault(str(d["source_id"]), set()).add(str(d["source_path"]))
+        return out

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -48,6 +48,9 @@ from es_rag.metadata import MetadataSchema
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
 from es_rag.versions.store import Pair
+
+if TYPE_CHECKING:
+    from es_rag.ingest.sync import SyncScope
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -485,7 +488,7 @@ def ingest_sources(
     report: IngestReport,
     tenant_id: str,
     chunking: Mapping[str, Any] | None = None,
-    sync_scopes: Sequence[str] | None = None,
+    sync_scopes: Sequence[SyncScope] | None = None,
     on_cluster: bool = False,
     listeners: Sequence[LineageListener] = (),
     progress: bool = False,

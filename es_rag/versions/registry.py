@@ -378,7 +378,12 @@ SOURCES_PAGE = 1000
 
 
 def source_listing_request(
-    tenant_id: str, index: str, *, after: dict[str, str] | None = None, size: int = SOURCES_PAGE
+    tenant_id: str,
+    index: str,
+    *,
+    after: dict[str, str] | None = None,
+    size: int = SOURCES_PAGE,
+    fields: Sequence[str] = ("source_id", "source_version"),
 ) -> EsRequest:
     """One page of a tenant's ``(source_id, source_version)`` pairs with their document counts in ``index``: a
     ``composite`` aggregation of two ``terms`` sources (``CompositeAggregationBuilder``; pages with ``after`` =
@@ -389,13 +394,13 @@ def source_listing_request(
         index: The chunk or the parent index.
         after: ``after_key`` of the previous page.
         size: Buckets per page.
+        fields: The keyword fields of the key (``("source_id", "source_path")``: where each source was read from,
+            for ``ingest --sync``; ``source_path`` is ``index: false`` but keeps its doc values, which
+            aggregations read; a document without it makes no bucket).
     """
     composite: dict[str, Any] = {
         "size": size,
-        "sources": [
-            {"source_id": {"terms": {"field": "source_id"}}},
-            {"source_version": {"terms": {"field": "source_version"}}},
-        ],
+        "sources": [{name: {"terms": {"field": name}}} for name in fields],
     }
     if after is not None:
         composite["after"] = dict(after)

@@ -137,6 +137,10 @@ class VersionStore(Protocol):
         """The tenant's registry."""
         ...
 
+    def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
+        """``source_id`` -> the ``source_path`` values its chunks carry (for ``ingest --sync``)."""
+        ...
+
 
 class RegistryOps:
     """The registry transitions both stores share; each store supplies ``_update`` (read, change, write

@@ -154,6 +154,20 @@ def test_sources_lists_each_source_with_its_served_version_and_counts(backend: A
     assert backend.version_store().sources("initech") == []
 
 
+def test_source_paths_say_where_each_source_was_read_from(backend: Any) -> None:
+    """``ingest --sync`` without ``--base-dir`` (issue 31) decides by the stored ``source_path``: on Elasticsearch a
+    composite aggregation over its doc values (the field is ``index: false``), here the stored documents."""
+    children, parents = corpus()
+    with_paths = [
+        dataclasses.replace(c, source_path=f"/kb/{c.tenant_id}/{c.source_id}.md") if c.chunk_id != "a4" else c
+        for c in children
+    ]
+    load(backend, with_paths, parents)
+    assert backend.version_store().source_paths("acme") == {"guide": {"/kb/acme/guide.md"}}  # a4 (policy): none
+    assert backend.version_store().source_paths("globex") == {"guide": {"/kb/globex/guide.md"}}
+    assert backend.version_store().source_paths("initech") == {}
+
+
 def test_visible_text_is_stored_and_optional(backend: Any) -> None:
     """An HTML chunk's ``visible_text`` comes back from search, neighbours and parents alike; a chunk without it
     (Markdown, or a document another tool wrote) comes back without it and is shown as its text."""

@@ -628,6 +628,10 @@ def lineage_bodies() -> list[BodyCase]:
         ("has privileges (doctor)", privileges_request(settings)),
         ("sources listing", source_listing_request("acme", settings.chunk_index)),
         (
+            "source paths (ingest --sync)",
+            source_listing_request("acme", settings.chunk_index, fields=("source_id", "source_path")),
+        ),
+        (
             "sources listing after",
             source_listing_request("acme", settings.parent_index, after={"source_id": "a", "source_version": "v1"}),
         ),

@@ -10,25 +10,44 @@ import pytest
 
 from es_rag.cli import main
 from es_rag.errors import ConfigError
-from es_rag.ingest.sync import stale_sources, sync_scopes
+from es_rag.ingest.sync import SyncScope, stale_sources, sync_scopes
 
 
-def test_stale_sources_are_listed_ids_in_scope_the_run_did_not_read() -> None:
+def test_stale_sources_are_listed_ids_in_scope_the_run_did_not_read(tmp_path: Path) -> None:
     listed = ["a.md", "x/b.md", "x/c.md", "y/d.md", "xa/e.md"]
-    assert stale_sources(listed, ["a.md", "x/b.md"], [""]) == ["x/c.md", "xa/e.md", "y/d.md"]
-    assert stale_sources(listed, ["x/b.md"], ["x/"]) == ["x/c.md"]  # not xa/e.md: "x/" is a folder prefix
-    assert stale_sources(listed, [], ["x/", "y/"]) == ["x/b.md", "x/c.md", "y/d.md"]
-    assert stale_sources(listed, listed, [""]) == []
-    assert stale_sources([], ["a.md"], [""]) == []
+    every, x, y = SyncScope(tmp_path, ""), SyncScope(tmp_path / "x", "x/"), SyncScope(tmp_path / "y", "y/")
+    assert stale_sources(listed, ["a.md", "x/b.md"], [every], {}) == ["x/c.md", "xa/e.md", "y/d.md"]
+    assert stale_sources(listed, ["x/b.md"], [x], {}) == ["x/c.md"]  # not xa/e.md: "x/" is a folder prefix
+    assert stale_sources(listed, [], [x, y], {}) == ["x/b.md", "x/c.md", "y/d.md"]
+    assert stale_sources(listed, listed, [every], {}) == []
+    assert stale_sources([], ["a.md"], [every], {}) == []
+
+
+def test_without_base_dir_the_stored_path_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids are relative to each folder, so ``a.md`` of X and ``b.md`` of Y look alike: where each was read from
+    decides (issue 31: ``ingest X`` then ``ingest Y --sync`` deleted all of X)."""
+    monkeypatch.chdir(tmp_path)
+    y = SyncScope((tmp_path / "sync" / "Y").resolve())
+    paths = {
+        "a.md": ["sync/X/a.md"],  # relative to the folder the ingest ran in
+        "b.md": [str(tmp_path / "sync" / "Y" / "b.md")],
+        "c.md": [str(tmp_path / "sync" / "Y" / "sub" / "c.md")],
+        "d.md": ["sync/Y/d.jsonl:3"],  # a JSONL record
+        "e.md": [],  # written by another tool: never deleted by a sync
+        "f.md": ["sync/YY/f.md"],  # a sibling folder whose name starts the same
+    }
+    assert stale_sources(list(paths), [], [y], paths) == ["b.md", "c.md", "d.md"]
+    assert stale_sources(list(paths), ["b.md"], [y], paths) == ["c.md", "d.md"]
 
 
 def test_scopes_are_folder_prefixes_under_base_dir(tmp_path: Path) -> None:
     (tmp_path / "x" / "deep").mkdir(parents=True)
     (tmp_path / "y").mkdir()
-    assert sync_scopes([tmp_path / "x"], None) == [""]  # ids relative to the folder: all of them
-    assert sync_scopes([tmp_path / "x", tmp_path / "y"], tmp_path) == ["x/", "y/"]
-    assert sync_scopes([tmp_path / "x" / "deep"], tmp_path) == ["x/deep/"]
-    assert sync_scopes([tmp_path], tmp_path) == [""]
+    x, y = (tmp_path / "x").resolve(), (tmp_path / "y").resolve()
+    assert sync_scopes([tmp_path / "x"], None) == [SyncScope(x)]  # ids relative to the folder: its stored paths
+    assert sync_scopes([tmp_path / "x", tmp_path / "y"], tmp_path) == [SyncScope(x, "x/"), SyncScope(y, "y/")]
+    assert [s.prefix for s in sync_scopes([tmp_path / "x" / "deep"], tmp_path)] == ["x/deep/"]
+    assert [s.prefix for s in sync_scopes([tmp_path], tmp_path)] == [""]
 
 
 def test_sync_refuses_files_and_stdin(tmp_path: Path) -> None:
@@ -72,7 +91,7 @@ def test_a_removed_file_is_deleted_and_reported(cli, tmp_path: Path) -> None:  #
     (docs / "b.md").unlink()
     code, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--sync")
     assert code == 0
-    assert "removed b.md: gone from the folder" in out and "sync: 1 sources removed" in out
+    assert f"removed b.md (read from {docs / 'b.md'}): gone from the folder" in out and "sync: 1 sources removed" in out
     assert cli.sources() == ["a.md", "sub/c.md"]
     assert cli.sources("globex") == ["a.md", "b.md", "sub/c.md"]  # another tenant is never touched
     # an ignored file counts as gone; the JSON report lists the removal
@@ -128,3 +147,16 @@ def test_sync_of_an_emptied_folder_deletes_its_sources_without_loading_a_model( 
     code, out, _ = cli("ingest", str(docs), "--tenant", "acme", "--sync")
     assert code == 0 and "removed a.md" in out
     assert cli.sources() == []
+
+
+def test_sync_of_one_folder_leaves_another_folders_sources(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31: ``ingest sync/X`` then ``ingest sync/Y --sync`` removed X's files, saying "gone from the folder"."""
+    _write(tmp_path / "sync", {"X/a.md": "# A\n\nAlpha.\n", "Y/b.md": "# B\n\nBeta.\n", "Y/c.md": "# C\n\nGamma.\n"})
+    assert cli("ingest", str(tmp_path / "sync" / "X"), "--tenant", "acme")[0] == 0
+    code, out, _ = cli("ingest", str(tmp_path / "sync" / "Y"), "--tenant", "acme", "--sync")
+    assert code == 0 and "sync: 0 sources removed" in out and "removed a.md" not in out
+    assert cli.sources() == ["a.md", "b.md", "c.md"]
+    (tmp_path / "sync" / "Y" / "c.md").unlink()
+    code, out, _ = cli("ingest", str(tmp_path / "sync" / "Y"), "--tenant", "acme", "--sync")
+    assert code == 0 and "removed c.md" in out and "removed a.md" not in out
+    assert cli.sources() == ["a.md", "b.md"]

@@ -120,7 +120,7 @@ def _ingest(
     report: Any,
     on_cluster: bool,
     index_dir: str | None,
-    scopes: list[str] | None,
+    scopes: list[Any] | None,
 ) -> int:
     from es_rag.ingest import ingest_sources
     from es_rag.wiring import build_backend, build_embedder
