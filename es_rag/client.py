@@ -841,7 +841,7 @@ class RagClient:
         *,
         tenant: str,
         acl: Sequence[str] | str = (),
-        format: str = "markdown",
+        format: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> IngestReport:
         """Index documents held in memory, ``{source_id: text}`` or ``(source_id, text)`` pairs, like files: the
@@ -851,17 +851,18 @@ class RagClient:
             texts: The documents.
             tenant: Tenant written into every chunk (required).
             acl: Groups allowed to read them (default ``public``).
-            format: ``markdown``, ``rst``, ``plain`` or ``html``.
+            format: ``markdown``, ``rst``, ``plain`` or ``html``; None: each id's suffix says, as for files
+                (``page.html`` is HTML, ``notes.txt`` plain text), else ``markdown``.
             meta: Metadata of every document (validated like ``es-rag ingest --meta``).
 
         Raises:
             ConfigError: A missing tenant or an unknown format.
         """
         from es_rag.ingest import IngestReport, SourceDoc, default_version
-        from es_rag.ingest.sources import JSONL_FORMATS
+        from es_rag.ingest.sources import JSONL_FORMATS, SUFFIX_FORMAT
 
         tenant = _tenant(tenant)
-        if format not in JSONL_FORMATS:
+        if format is not None and format not in JSONL_FORMATS:
             raise ConfigError(f"format: invalid value {format!r}; valid values: {', '.join(JSONL_FORMATS)}")
         groups = _groups(acl) or ("public",)
         pairs = list(texts.items()) if isinstance(texts, Mapping) else list(texts)
@@ -890,7 +891,7 @@ class RagClient:
                     tenant_id=tenant,
                     acl=groups,
                     source_version=default_version(text),
-                    fmt=format,
+                    fmt=format or _suffix_format(sid, SUFFIX_FORMAT),
                     meta=dict(meta or {}),
                 )
             )
@@ -945,3 +946,9 @@ class RagClient:
         if not isinstance(source_id, str) or not source_id.strip():
             raise ConfigError(f"source_id: must be a non-empty string, got {source_id!r}")
         return self._write(lambda backend: delete_source(backend, tenant, source_id, listeners=self._listeners()))
+
+
+def _suffix_format(source_id: str, formats: Mapping[str, str]) -> str:
+    """The format a file of this name would be read as (``jsonl`` and unknown suffixes: ``markdown``)."""
+    found = formats.get(Path(source_id).suffix.lower(), "markdown")
+    return "markdown" if found == "jsonl" else found

@@ -8,6 +8,13 @@ counts and limits apply to that visible text. What a reader, the cross-encoder a
 visible text without any contextual prefix, recorded in ``visible_text`` (``Hit.display_text``);
 :func:`visible_text` gives it for a markup span read on its own.
 
+Whitespace is HTML's: a run of spaces, tabs and newlines between words is one space, also when the words sit in
+different inline elements (``<span>python3</span> <span>-m</span>`` reads ``python3 -m``), and ``pre`` (or
+``textarea``) content keeps every space and newline. Page chrome is not visible text: ``nav`` and ``footer``
+elements, elements whose ARIA ``role`` is ``navigation``, ``search``, ``banner`` or ``contentinfo``, and the classes
+Sphinx and MkDocs give their sidebars, relation bars and heading permalinks (:data:`CHROME_CLASSES`: the ``¶``
+after every Sphinx heading, "Table of Contents", "Next topic", "Quick search").
+
 Structure: ``h1``-``h6`` open sections (their visible text builds ``heading_path``); the blocks of a
 section are the outermost block elements that contain no heading (a ``table``, ``ul``, ``pre``, ``p``,
 ...) plus loose text. A block that does not fit is split into its child blocks (rows ``tr``, items
@@ -33,6 +40,42 @@ BLOCK_TAGS = frozenset(
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
 HIDDEN_TAGS = frozenset({"script", "style", "template", "head", "noscript"})
 VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+PRE_TAGS = frozenset({"pre", "textarea", "listing", "plaintext"})
+"""Elements whose text keeps its whitespace (the HTML standard's ``white-space: pre`` elements)."""
+CHROME_TAGS = frozenset({"nav", "footer"})
+CHROME_ROLES = frozenset({"navigation", "search", "banner", "contentinfo"})
+CHROME_CLASSES = frozenset(
+    {
+        "headerlink",  # Sphinx and MkDocs: the permalink after each heading (a pilcrow)
+        "sphinxsidebar",  # Sphinx: table of contents, previous/next topic, this page, quick search
+        "related",  # Sphinx: the navigation bar above and below the page
+        "footer",  # Sphinx: copyright, licence, "Created using Sphinx"
+        "md-header",  # MkDocs Material: site header, navigation, table of contents, footer
+        "md-sidebar",
+        "md-footer",
+        "wy-nav-side",  # Read the Docs theme: navigation sidebar, breadcrumbs, footer buttons
+        "wy-breadcrumbs",
+        "rst-footer-buttons",
+    }
+)
+"""Classes of page chrome in the documentation generators people publish with (their default themes)."""
+
+
+def is_chrome(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether an element is page chrome (navigation, headers and footers of the site, heading permalinks).
+
+    Args:
+        tag: The element's tag.
+        attrs: Its attributes.
+    """
+    if tag in CHROME_TAGS:
+        return True
+    found = dict(attrs)
+    if (found.get("role") or "").strip().lower() in CHROME_ROLES:
+        return True
+    return bool(CHROME_CLASSES.intersection((found.get("class") or "").split()))
+
+
 # Open elements a new start tag closes implicitly (a subset of the HTML parsing algorithm's rules).
 _CLOSES: dict[str, frozenset[str]] = {
     **{t: frozenset({"p"}) for t in BLOCK_TAGS if t not in {"li", "tr", "td", "th", "dd", "dt"}},
@@ -66,7 +109,9 @@ class _Parser(HTMLParser):
         self.stack: list[Node] = [self.root]
         self.hidden_depth = 0
         self.hidden_stack: list[str] = []
-        self.runs: list[tuple[int, int, bool]] = []  # (start, end, visible) raw text runs
+        self.runs: list[tuple[int, int, bool, bool]] = []  # (start, end, visible, preformatted) raw text runs
+        self.pre_depth = 0
+        self.chrome: list[tuple[str, int]] = []  # open chrome elements: (tag, nesting of that tag inside it)
         self.boundary: list[int] = []  # offsets of markup that separates words (block tags, <br>)
         self._data_start: int | None = None
         self.title: str | None = None
@@ -78,8 +123,24 @@ class _Parser(HTMLParser):
 
     def _flush(self, at: int) -> None:
         if self._data_start is not None and at > self._data_start:
-            self.runs.append((self._data_start, at, self.hidden_depth == 0))
+            visible = self.hidden_depth == 0 and not self.chrome
+            self.runs.append((self._data_start, at, visible, self.pre_depth > 0))
         self._data_start = None
+
+    def _track(self, tag: str, attrs: list[tuple[str, str | None]] | None) -> None:
+        """Follow ``pre`` and chrome nesting on a start tag (``attrs``) or an end tag (None)."""
+        opening = attrs is not None
+        if tag in PRE_TAGS:
+            self.pre_depth = self.pre_depth + 1 if opening else max(0, self.pre_depth - 1)
+        if self.chrome and self.chrome[-1][0] == tag:
+            name, depth = self.chrome[-1]
+            depth += 1 if opening else -1
+            if depth == 0:
+                self.chrome.pop()
+            else:
+                self.chrome[-1] = (name, depth)
+        elif attrs is not None and tag not in VOID_TAGS and is_chrome(tag, attrs):
+            self.chrome.append((tag, 1))
 
     def _markup_end(self, start: int, tag_text: str | None) -> int:
         if tag_text is not None:
@@ -102,6 +163,7 @@ class _Parser(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         start = self._offset()
         self._flush(start)
+        self._track(tag, attrs)
         end = self._markup_end(start, self.get_starttag_text())
         if tag == "title":
             self._in_title = True
@@ -116,7 +178,7 @@ class _Parser(HTMLParser):
         closes = _CLOSES.get(tag, frozenset())
         while len(self.stack) > 1 and self.stack[-1].tag in closes:
             self._close_node(self.stack.pop(), start)
-        node = Node(tag, start, hidden=self.hidden_depth > 0)
+        node = Node(tag, start, hidden=self.hidden_depth > 0 or bool(self.chrome))
         if tag in VOID_TAGS:
             self._close_node(node, end)
         else:
@@ -131,6 +193,7 @@ class _Parser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         start = self._offset()
         self._flush(start)
+        self._track(tag, None)
         end = self._markup_end(start, None)
         if tag == "title":
             self._in_title = False
@@ -187,8 +250,11 @@ class HtmlLayout:
         parser.feed(text)
         parser.finish()
         self.title = " ".join(html.unescape(parser.title).split()) if parser.title else None
-        self.runs = [(s, e) for s, e, visible in parser.runs if visible and text[s:e].strip()]
+        self.runs = [(s, e) for s, e, visible, _ in parser.runs if visible and text[s:e].strip()]
         self._run_starts = [s for s, _ in self.runs]
+        # every visible run, whitespace-only ones included: the space between two inline elements, and pre text
+        self._all = [(s, e, pre) for s, e, visible, pre in parser.runs if visible]
+        self._all_starts = [s for s, _, _ in self._all]
         self._boundaries = sorted(parser.boundary)
         self._nodes: dict[Span, Node] = {}
         self._tables: list[tuple[Span, Span]] = []  # (table span, header span)
@@ -206,27 +272,55 @@ class HtmlLayout:
         return out
 
     def view(self, start: int, end: int) -> str:
-        """Visible text of a span: text nodes outside hidden elements, entities decoded, whitespace
-        collapsed, block boundaries and ``<br>`` as line breaks.
+        """Visible text of a span: text nodes outside hidden elements and page chrome, entities decoded, whitespace
+        collapsed as a browser does (also across inline elements), ``pre`` text as it is, block boundaries and
+        ``<br>`` as line breaks.
 
         Args:
             start: Start offset.
             end: End offset.
         """
         pieces: list[str] = []
-        prev_end: int | None = None
-        for s, e in self._runs_within(start, end):
-            words = " ".join(html.unescape(self.text[s:e]).split())
-            if not words:
+        pending = ""  # the separator owed before the next word: "", " " or "\n"
+        started = False
+        prev_end = start
+        i = max(0, bisect.bisect_right(self._all_starts, start) - 1)
+        while i < len(self._all) and self._all[i][0] < end:
+            s, e, pre = self._all[i]
+            i += 1
+            s, e = max(s, start), min(e, end)
+            if e <= s:
                 continue
-            if prev_end is not None:
-                b = bisect.bisect_left(self._boundaries, prev_end)
-                block_break = b < len(self._boundaries) and self._boundaries[b] < s
-                gap_space = self.text[prev_end - 1].isspace() or self.text[s].isspace()
-                pieces.append("\n" if block_break else (" " if gap_space else ""))
+            b = bisect.bisect_left(self._boundaries, prev_end)
+            if started and b < len(self._boundaries) and self._boundaries[b] < s:
+                pending = "\n"  # a block boundary or <br> between the two runs
+            raw = html.unescape(self.text[s:e])
+            if pre:
+                if not started or (pieces and pieces[-1].endswith("\n")):
+                    raw = raw.lstrip("\n")
+                separator = pending if started and pending == "\n" and not raw.startswith("\n") else ""
+                pieces.append(separator + raw)
+                started, pending, prev_end = True, "", e
+                continue
+            words = " ".join(raw.split())
+            if not words:  # whitespace between inline elements: one space
+                if started and pending != "\n":
+                    pending = " "
+                prev_end = e
+                continue
+            lead = raw[0].isspace()
+            if started and not (pending == "\n" and pieces[-1].endswith("\n")):  # after a pre's own last newline
+                pieces.append(pending or (" " if lead else ""))
             pieces.append(words)
+            started = True
+            pending = " " if raw[-1].isspace() else ""
             prev_end = e
-        return "".join(pieces)
+        out = "".join(pieces)
+        return out.rstrip() if not self._ends_in_pre(end) else out.rstrip("\n")
+
+    def _ends_in_pre(self, end: int) -> bool:
+        i = bisect.bisect_right(self._all_starts, end) - 1
+        return i >= 0 and self._all[i][2]
 
     # -- structure ---------------------------------------------------------------------------
     def _loose_text(self, node: Node) -> list[Span]:

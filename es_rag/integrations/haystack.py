@@ -76,7 +76,7 @@ class EsRagRetriever:
         scope = self.scope.narrowed(metadata_filter)
         k = check_top_k(top_k) if top_k is not None else self.top_k
         docs = [
-            Document(id=hit.chunk_id, content=hit.text, meta=meta, score=hit.final_score)
+            Document(id=hit.chunk_id, content=hit.display_text, meta=meta, score=hit.final_score)
             for hit, meta in retrieve(self.client, scope, query, k)
         ]
         return {"documents": docs}

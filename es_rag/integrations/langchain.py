@@ -93,7 +93,7 @@ class EsRagRetriever(BaseRetriever):
 
     def _documents(self, query: str) -> list[Document]:
         return [
-            Document(page_content=hit.text, metadata=meta, id=hit.chunk_id)
+            Document(page_content=hit.display_text, metadata=meta, id=hit.chunk_id)
             for hit, meta in retrieve(self.client, self.scope, query, self.top_k)
         ]
 

@@ -246,7 +246,7 @@ def create_app(
             "status": result.status,
             "context": result.context.text,
             "hits": [
-                {"text": h.text, **hit_metadata(h, citation=labels.get(h.chunk_id), status=result.status)}
+                {"text": h.display_text, **hit_metadata(h, citation=labels.get(h.chunk_id), status=result.status)}
                 for h in result.hits
             ],
         }

@@ -26,7 +26,7 @@ def test_run_returns_the_packed_evidence_as_documents_with_citations(two_tenant_
     labels = {c.chunk_id: c.citation_id for c in result.context.citations}
     assert docs and [d.id for d in docs] == [h.chunk_id for h in result.hits]
     for doc, hit in zip(docs, result.hits, strict=True):
-        assert isinstance(doc, Document) and doc.content == hit.text and doc.score == hit.final_score
+        assert isinstance(doc, Document) and doc.content == hit.display_text and doc.score == hit.final_score
         assert doc.meta["citation"] == labels[hit.chunk_id] and doc.meta["scores"] == hit.scores()
         assert (doc.meta["source_id"], doc.meta["start_offset"], doc.meta["end_offset"]) == (
             hit.source_id, hit.start_offset, hit.end_offset

@@ -29,7 +29,7 @@ def test_it_is_a_langchain_retriever_returning_the_packed_evidence_with_citation
     labels = {c.chunk_id: c.citation_id for c in result.context.citations}
     for doc, hit in zip(docs, result.hits, strict=True):
         meta = doc.metadata
-        assert doc.page_content == hit.text
+        assert doc.page_content == hit.display_text
         assert meta["citation"] == labels[hit.chunk_id]
         # the label is the one the packed context shows the LLM for this very text
         shown = {e.citation_id: e for e in excerpts(result.context.text)}[meta["citation"]]

@@ -29,7 +29,7 @@ def test_it_is_a_llamaindex_retriever_returning_nodes_with_lineage_and_citations
     for nws, hit in zip(nodes, result.hits, strict=True):
         node = nws.node
         assert isinstance(node, TextNode)
-        assert node.text == hit.text and nws.score == hit.final_score
+        assert node.text == hit.display_text and nws.score == hit.final_score
         assert (node.start_char_idx, node.end_char_idx) == (hit.start_offset, hit.end_offset)
         meta = node.metadata
         assert meta["citation"] == labels[hit.chunk_id] and meta["scores"] == hit.scores()
