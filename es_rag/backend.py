@@ -271,3 +271,45 @@ class SearchBackend(Protocol):
         """Make every write so far durable (the embedded store writes its files; Elasticsearch has nothing
         buffered)."""
         ...
+
+
+def why_empty(backend: Any, flt: SearchFilter) -> str | None:
+    """Why a search retrieved nothing at all, in words that name the fix; None when the caller's scope holds chunks
+    (a query that matches none of them is an answer, not an error). Asked only after an empty retrieval: one or two
+    counts (one ``_count`` each on Elasticsearch).
+
+    Args:
+        backend: The backend searched (a backend without ``count``, such as the async view, is not asked).
+        flt: The caller's hard filter.
+    """
+    count = getattr(backend, "count", None)
+    if count is None:
+        return None
+    url = getattr(backend, "url", None)
+    if url is not None and hasattr(backend, "settings"):
+        where = f"{backend.settings.chunk_index} on {url}"
+    else:
+        where = str(getattr(backend, "directory", None) or "the index")
+    if count() == 0:
+        return (
+            f"{where} holds no chunks: nothing has been ingested there (es-rag ingest PATH --tenant {flt.tenant_id} "
+            "with the same --index-dir or --es; RagClient.ingest)"
+        )
+    tenants = getattr(backend, "tenants", None)
+    if callable(tenants):
+        known = sorted(tenants())
+        if flt.tenant_id not in known:
+            shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+            return f"tenant {flt.tenant_id!r} has no chunks in {where} (its tenants: {shown}): check the tenant"
+    groups = ", ".join(flt.groups)
+    if count(SearchFilter(flt.tenant_id, flt.groups)) == 0:
+        return (
+            f"tenant {flt.tenant_id!r} has no chunk in {where} that the groups {groups} may read: check the tenant "
+            f"and the ACL groups (es-rag sources --tenant {flt.tenant_id} lists its sources)"
+        )
+    if (flt.metadata or flt.conditions) and count(flt) == 0:
+        return (
+            f"the metadata filters exclude every chunk tenant {flt.tenant_id!r} may read in {where}: check their "
+            "fields and values (es-rag search --help, 'Filters')"
+        )
+    return None

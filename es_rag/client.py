@@ -387,12 +387,12 @@ class RagClient:
                 ``vector_mode=semantic_text`` (Elasticsearch only).
         """
         from es_rag.elasticsearch.assets import resolved_settings
-        from es_rag.wiring import build_backend
+        from es_rag.wiring import build_backend, index_settings
 
         folder = Path(index_dir) if index_dir is not None else None
         if folder is not None and folder.exists() and not folder.is_dir():
             raise ConfigError(f"index_dir {folder}: is a file, not a folder")
-        given = _settings(settings, overrides, settings_file)
+        given = index_settings(_settings(settings, overrides, settings_file), folder)  # the index's model, unless given
         backend = build_backend(resolved_settings(given, plugins=None), index_dir=folder)
         return cls(
             backend,

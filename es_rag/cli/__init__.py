@@ -5,6 +5,7 @@ failed checks), 2 bad input or configuration (usage errors included), 3 cluster 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -47,6 +48,20 @@ def _show_warnings() -> None:
         logger.addHandler(handler)
 
 
+def _target_from_environment(args: argparse.Namespace) -> None:
+    """``--es`` defaults to ``ES_URL`` (what the examples and the FastAPI app read), unless ``--index-dir`` or an
+    Elastic Cloud id (``--cloud-id``, ``ES_CLOUD_ID``) says otherwise: a user who exported ``ES_URL`` was searching the
+    empty embedded index without a word (issue 31). ``eval`` and ``calibrate`` are left out: ``eval --dataset`` would
+    write a benchmark corpus into that cluster."""
+    if args.command in ("eval", "calibrate"):
+        return
+    if getattr(args, "es", "") is not None or getattr(args, "index_dir", None) or getattr(args, "cloud_id", None):
+        return
+    url = os.environ.get("ES_URL", "").strip()
+    if url and not os.environ.get("ES_CLOUD_ID"):
+        args.es = url
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``es-rag``.
 
@@ -60,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors and --help/--version exit through argparse
         return int(exc.code or 0)
+    _target_from_environment(args)
     try:
         return int(COMMANDS[args.command].run(args))
     except ClusterError as exc:

@@ -377,7 +377,7 @@ def add_target(
     parser: argparse.ArgumentParser,
     *,
     embedded: bool = True,
-    es_help: str = "Elasticsearch URL (https://host:9200)",
+    es_help: str = "Elasticsearch URL (https://host:9200; default: $ES_URL)",
     index_dir_help: str = f"embedded index directory (default {DEFAULT_INDEX_DIR})",
 ) -> None:
     """``--es URL`` (and ``--index-dir`` when the command also runs on the embedded index), plus the

@@ -173,6 +173,9 @@ class EmbeddedBackend:
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
+        self.embedding_model: str | None = None
+        """The embedding model the index was built with (``embedding_model`` as the ingest was given it), saved in its
+        manifest: a search left to ``embedding_model = "auto"`` uses it (:func:`es_rag.wiring.index_settings`)."""
         if self.directory is not None:
             self._load()
 
@@ -195,6 +198,7 @@ class EmbeddedBackend:
                 f"{self.similarity.value} (a new index is needed, as on Elasticsearch)"
             )
         self.similarity = stored_similarity
+        self.embedding_model = meta.get("embedding_model")
         for doc, vec in zip(snap.children, snap.vectors, strict=True):
             self._children[doc["chunk_id"]] = doc
             self._vectors[doc["chunk_id"]] = vec
@@ -219,6 +223,8 @@ class EmbeddedBackend:
             "chunks": len(ids),
             "parents": len(self._parents),
         }
+        if self.embedding_model:
+            meta["embedding_model"] = self.embedding_model
         store.write(
             self.directory,
             meta=meta,
@@ -309,6 +315,10 @@ class EmbeddedBackend:
         self._dirty = True
         self._embedding = None
         return len(gone) + len(pgone)
+
+    def tenants(self) -> set[str]:
+        """The tenants that have chunks in this index."""
+        return {str(d.get("tenant_id")) for d in self._children.values()}
 
     def lineage_counts(self, tenant_id: str, source_id: str) -> dict[str, int]:
         """Children and parents of a tenant's source still stored (verifies a delete).

@@ -300,6 +300,16 @@ def _parse_manifest(path: Path, raw: bytes) -> dict[str, Any]:
     return manifest
 
 
+def peek(folder: str | Path) -> dict[str, Any] | None:
+    """The manifest of the committed index in ``folder`` (dims, similarity, counts, ``embedding_model``), without
+    reading its data files; None when there is none or it is damaged (opening the index then says what is wrong).
+
+    Args:
+        folder: A generation's folder.
+    """
+    return _peek_manifest(Path(folder))
+
+
 def has_manifest(folder: str | Path) -> bool:
     """Whether ``folder`` holds a committed index (its manifest, or a backup of a manifest deleted since).
 

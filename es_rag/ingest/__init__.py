@@ -554,6 +554,8 @@ def ingest_sources(
             return late_chunk_chunks(model, doc.text, kids, view=view)
 
         client_vectors = settings.encoder.vectors is VectorMode.CLIENT
+        if not on_cluster:  # the embedded index remembers its model: a search left to auto uses it
+            backend.embedding_model = settings.encoder.model  # type: ignore[attr-defined]
         ingest_documents(
             itertools.chain([first], stream),
             chunker=chunker,

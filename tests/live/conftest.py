@@ -34,7 +34,7 @@ LIVE_DIR = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip this directory's ``live`` tests when no cluster is configured."""
-    if os.environ.get("ES_URL"):
+    if os.environ.get("ES_RAG_TEST_ES_URL"):
         return
     skip = pytest.mark.skip(reason=SKIP_REASON)
     for item in items:
@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="module")
 def es_url() -> str:
-    url = os.environ.get("ES_URL")
+    url = os.environ.get("ES_RAG_TEST_ES_URL")
     if not url:
         pytest.skip(SKIP_REASON)
     return url

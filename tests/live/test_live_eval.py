@@ -19,7 +19,7 @@ pytestmark = pytest.mark.live
 
 
 def test_eval_on_the_cluster_matches_the_embedded_mirror(tiny_bi_encoder: Path, tmp_path: Path) -> None:
-    url = os.environ.get("ES_URL")
+    url = os.environ.get("ES_RAG_TEST_ES_URL")
     if not url:
         pytest.skip(SKIP_REASON)
     settings = Settings(

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.live
 def _connect(settings: Settings) -> ElasticsearchBackend:
     verify = os.environ.get("ES_VERIFY_CERTS", "true").strip().lower() not in ("0", "false", "no")
     return ElasticsearchBackend.connect(
-        os.environ["ES_URL"], settings, verify_certs=verify, ca_certs=os.environ.get("ES_CA_CERTS") or None
+        os.environ["ES_RAG_TEST_ES_URL"], settings, verify_certs=verify, ca_certs=os.environ.get("ES_CA_CERTS") or None
     )
 
 

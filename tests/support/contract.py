@@ -45,7 +45,7 @@ def open_backend(kind: str, settings: Settings = SETTINGS) -> Iterator[tuple[Any
         backend, _, _ = strict_backend(settings, setup=True)
         yield backend, settings
         return
-    url = os.environ.get("ES_URL")
+    url = os.environ.get("ES_RAG_TEST_ES_URL")
     if not url:
         pytest.skip(SKIP_REASON)
     settings = settings.replace(index_prefix=f"{TEST_PREFIX}{uuid.uuid4().hex[:10]}")

@@ -9,6 +9,8 @@ from es_rag.es_request import EsRequest
 from es_rag.settings import Settings
 
 TEST_PREFIX = "es-rag-test-"
+LIVE_URL_ENV = "ES_RAG_TEST_ES_URL"
+"""Where tests/conftest.py puts the ``ES_URL`` a live run was started with (the CLI would follow ``ES_URL``)."""
 SKIP_REASON = (
     "live Elasticsearch suite: set ES_URL (credentials from ES_API_KEY or "
     "ES_USERNAME/ES_PASSWORD) to run it against a real cluster"

@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
 
         scopes = sync_scopes(args.paths, args.base_dir)  # a file or stdin is refused before anything is read
     index_dir = args.index_dir or (None if on_cluster else DEFAULT_INDEX_DIR)
+    if index_dir is not None:
+        from es_rag.wiring import index_settings
+
+        settings = index_settings(settings, index_dir)  # more documents for an index keep its embedding model
     stream = iter_files(  # read lazily: one file at a time is held, not the corpus
         args.paths,
         tenant_id=args.tenant,

@@ -47,11 +47,12 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.wiring import build_backend, build_embedder, build_pipeline
+    from es_rag.wiring import build_backend, build_embedder, build_pipeline, index_settings
 
     settings = settings_from_args(args, presets=[mmr_preset(args)])
     flt = search_filter(args, settings)
     index_dir = existing_index_dir(args)
+    settings = index_settings(settings, index_dir)  # the index's own embedding model unless one was given
     if index_dir is None:
         backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
         backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
