@@ -11,6 +11,7 @@ from es_rag.elasticsearch.assets import (
     AnalyzerChoice,
     index_creation_requests,
     obsolete_asset_paths,
+    registry_mapping_request,
     resolve_analyzer,
     setup_requests,
     template_conflicts,
@@ -185,6 +186,12 @@ class ClusterAdmin(ClusterClient):
             for req in index_creation_requests(self.settings):
                 if self._index_exists(req.path):
                     results.append({"request": f"{req.method} {req.path}", "acknowledged": "exists"})
+                    if req.path == self.settings.index_name("versions"):  # fields added since it was created
+                        update = registry_mapping_request(self.settings)
+                        resp = self.send(update)
+                        results.append(
+                            {"request": f"{update.method} {update.path}", "acknowledged": resp.get("acknowledged")}
+                        )
                     continue
                 resp = self.send(req, ignore=(400,))
                 if isinstance(resp, dict) and "error" in resp:

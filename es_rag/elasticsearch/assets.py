@@ -29,8 +29,9 @@ from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 9
-"""Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``."""
+ASSET_VERSION = 10
+"""Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``. 10: the version
+registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index)."""
 
 CHUNK_PIPELINE_ASSET = {
     VectorMode.CLIENT: "chunks",
@@ -334,6 +335,20 @@ def index_creation_requests(settings: Settings) -> list[EsRequest]:
         EsRequest("PUT", settings.parent_index, {}),
         EsRequest("PUT", settings.index_name("versions"), versions),
     ]
+
+
+def registry_mapping_request(settings: Settings) -> EsRequest:
+    """``PUT <prefix>-versions/_mapping`` with the registry template's properties and ``_meta``: an index created
+    under an older asset version gains the fields added since (``retired``, asset version 10). Adding a field to a
+    mapping is allowed on a live index (``PutMappingRequest``, ``MapperService.merge``); the fields it already has
+    are the same, so the request changes nothing else.
+
+    Args:
+        settings: Gives the registry's name.
+    """
+    mappings = render_asset("index_templates", "index-versions", settings)["template"]["mappings"]
+    body = {"_meta": mappings["_meta"], "properties": mappings["properties"]}
+    return EsRequest("PUT", f"{settings.index_name('versions')}/_mapping", body)
 
 
 def search_template_source() -> str:

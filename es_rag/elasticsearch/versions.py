@@ -10,7 +10,9 @@ from typing import Any
 
 from es_rag.errors import ClusterError
 from es_rag.es_request import EsRequest
+from es_rag.redact import get_logger
 from es_rag.versions.registry import (
+    RETIRED_FIELD,
     SOURCES_PAGE,
     RegistryState,
     lineage_count_requests,
@@ -23,6 +25,8 @@ from es_rag.versions.registry import (
     version_key,
 )
 from es_rag.versions.store import Pair, PurgeResult, RegistryOps, SourceSummary, summarize_sources
+
+log = get_logger(__name__)
 
 PURGE_ATTEMPTS = 3
 """``_delete_by_query`` rounds before giving up on documents that keep conflicting (each after a refresh)."""
@@ -62,12 +66,33 @@ class EsVersionStore(RegistryOps):
             state, seq_no, term = self._read(tenant_id)
             result = change(state)
             try:
-                self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
+                self._put(state, seq_no, term)
                 return result
             except ClusterError as exc:
                 if exc.status != 409 or attempt + 1 == self.max_attempts:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _put(self, state: RegistryState, seq_no: int | None, term: int | None) -> None:
+        """Write the registry document. A registry index created before asset version 10 has no ``retired`` field
+        and its ``dynamic: strict`` mapping refuses it (``StrictDynamicMappingException``): the document is then
+        written without it, as before, and ``es-rag setup`` is named once (it adds the field to the index)."""
+        if getattr(self.backend, "registry_without_retired", False):  # learned once per backend
+            state.retired = []
+        try:
+            self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
+        except ClusterError as exc:
+            refused = exc.status == 400 and "strict_dynamic_mapping_exception" in str(exc.response or exc)
+            if not (refused and RETIRED_FIELD in str(exc.response or exc) and state.retired):
+                raise
+            self.backend.registry_without_retired = True
+            log.warning(
+                "%s",
+                f"version registry {self.settings.index_name('versions')} predates asset version 10 (no "
+                f"'{RETIRED_FIELD}' field): a purge a crash interrupts cannot be resumed; run `es-rag setup` once",
+            )
+            state.retired = []
+            self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
 
     def state(self, tenant_id: str) -> RegistryState:
         """The tenant's registry.

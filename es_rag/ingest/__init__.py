@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import queue
 import threading
 import time
 from collections import defaultdict
@@ -31,7 +30,7 @@ from tqdm import tqdm
 
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
-from es_rag.errors import BulkStopped, ConfigError, InputError
+from es_rag.errors import ConfigError, InputError
 from es_rag.ingest.report import IngestReport
 from es_rag.ingest.sources import (
     MAX_FILE_BYTES,
@@ -43,6 +42,7 @@ from es_rag.ingest.sources import (
     iter_files,
     load_files,
 )
+from es_rag.ingest.writer import IndexWriter
 from es_rag.languages import document_language
 from es_rag.metadata import MetadataSchema
 from es_rag.records import Chunk
@@ -161,107 +161,6 @@ def section_units(children: Sequence[Chunk], parents: Sequence[Chunk]) -> list[C
     return [*parents, *(c for c in children if (c.tenant_id, c.source_id) not in with_parents)]
 
 
-class _IndexWriter:
-    """Writes embedded batches in the order given: inline (``queue_size`` 0), or in one background thread fed by a
-    queue of at most ``queue_size`` batches, so the caller embeds batch N+1 while batch N is being indexed. A full
-    queue blocks the caller (backpressure: a cluster answering 429 slows the embedding down instead of letting
-    batches pile up in memory). The first error of the writer stops it and is raised in the caller at its next
-    :meth:`put` or at :meth:`close`; nothing after a failed batch is written.
-
-    Each batch begins (hides) the versions of the sources it introduces before it writes their first document.
-    """
-
-    def __init__(self, backend: SearchBackend, report: IngestReport, lock: threading.Lock, queue_size: int) -> None:
-        self.backend = backend
-        self.store = backend.version_store()
-        self.report = report
-        self.lock = lock
-        self.switching: dict[str, list[Pair]] = defaultdict(list)
-        self._error: BaseException | None = None
-        self._queue: queue.Queue[_Batch | None] | None = None
-        self._thread: threading.Thread | None = None
-        if queue_size > 0:
-            self._queue = queue.Queue(maxsize=queue_size)
-            self._thread = threading.Thread(target=self._run, name="es-rag-indexer", daemon=True)
-            self._thread.start()
-
-    def put(self, batch: _Batch) -> None:
-        """Write ``batch`` (inline) or queue it, waiting while the queue is full.
-
-        Args:
-            batch: ``(tenant -> pairs to begin, children, parents)``.
-        """
-        if self._queue is None:
-            self._write(batch)
-            return
-        while True:
-            self._raise()
-            try:
-                self._queue.put(batch, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def close(self) -> None:
-        """Wait until every queued batch is written; raise the writer's error, if any."""
-        if self._thread is not None and self._queue is not None:
-            self._queue.put(None)  # the writer drains the queue (skipping batches after an error), then stops
-            self._thread.join()
-            self._thread = None
-        self._raise()
-
-    def shutdown(self) -> None:
-        """Stop the writer after the caller failed: let it finish the batch in hand, drop its error (the caller's
-        is the one raised)."""
-        if self._thread is not None and self._queue is not None:
-            self._error = self._error or RuntimeError("ingest stopped")  # skip what is still queued
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-        self._error = None
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def _run(self) -> None:
-        assert self._queue is not None
-        while True:
-            batch = self._queue.get()
-            if batch is None:
-                return
-            if self._error is not None:
-                continue
-            try:
-                self._write(batch)
-            except BaseException as exc:  # handed to the caller's thread
-                self._error = exc
-
-    def _write(self, batch: _Batch) -> None:
-        pairs, children, parents = batch
-        t0 = time.perf_counter()
-        for tenant, todo in pairs.items():
-            started = self.store.begin(tenant, todo)
-            self.switching[tenant].extend(started)
-        try:
-            written = self.backend.index(children, parents) if (children or parents) else None
-        except BulkStopped as exc:  # count what landed of this batch, and say the whole run's count
-            with self.lock:
-                self.report.indexed += exc.indexed
-                total = self.report.indexed
-            raise exc.with_total(total) from exc.__cause__
-        with self.lock:
-            if written is not None:
-                self.report.merge(written)
-            self.report.timings["index"] += time.perf_counter() - t0
-
-
-_Batch = tuple[dict[str, list[Pair]], list[Chunk], list[Chunk]]
-"""One embedding + indexing batch: the ``(source_id, version)`` pairs per tenant it begins, its children, its
-parents."""
-
-
 def ingest_documents(
     docs: Iterable[SourceDoc],
     *,
@@ -284,8 +183,9 @@ def ingest_documents(
     of them are there, then that batch is embedded and handed to the indexer. At most the buffer, the batch being
     embedded, ``queue_size`` embedded batches and the batch being indexed are in memory, plus one
     ``(source_id, version)`` per source for the version switch at the end. With ``queue_size`` > 0 indexing runs
-    in one background thread (:class:`_IndexWriter`): batch N+1 is embedded while batch N is bulk-indexed, in the
-    same order as without it, so the documents, the report and the versions are the same either way.
+    in one background thread (:class:`es_rag.ingest.writer.IndexWriter`): batch N+1 is embedded while batch N is
+    bulk-indexed, in the same order as without it, so the documents, the report and the versions are the same either
+    way.
 
     With ``server_chunking`` (``vector_mode=semantic_text``) the retrieval units written to the chunk
     index are the *sections* -- each source's parent chunks, or its chunks when the strategy makes no
@@ -316,7 +216,7 @@ def ingest_documents(
     lock = threading.Lock()
     failed_before = len(report.failed)
     names: dict[str, tuple[str, str]] = {}  # document name -> (tenant, source_id): what a failure row names
-    writer = _IndexWriter(backend, report, lock, queue_size)
+    writer = IndexWriter(backend, report, lock, queue_size)
     bar = tqdm(desc="embed+index", unit="chunk", disable=not progress)
     children: list[Chunk] = []
     parents: list[Chunk] = []
@@ -389,13 +289,15 @@ def ingest_documents(
     for tenant, todo in writer.switching.items():
         ok = [p for p in todo if (tenant, p[0]) not in broken]
         bad = [p for p in todo if (tenant, p[0]) in broken]
-        retired = store.commit(tenant, ok, supersedes=supersedes.get(tenant)) if ok else []
+        # one registry write serves `ok` and lists what is to be deleted (the retired versions and `bad`): a run
+        # killed before the purge below ends leaves that list, and the next ingest of the tenant purges it
+        retired = store.commit(tenant, ok, supersedes=supersedes.get(tenant), abandoned=bad) if ok or bad else []
         for source_id, version in ok:
             old = next((v for s, v in retired if s == source_id), None)
             report.switched.append(
                 {"tenant_id": tenant, "source_id": source_id, "version": version, "retired": old or ""}
             )
-        purged = store.purge(tenant, [*retired, *bad])
+        purged = store.purge_retired(tenant, also=[*retired, *bad])
         if not purged.clean:
             for source_id, version in [*retired, *bad]:
                 report.warnings.append(
@@ -533,6 +435,9 @@ def ingest_sources(
     if first is not None:
         if on_cluster:
             backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
+        resumed = backend.version_store().purge_retired(tenant_id)  # what a killed run left to delete
+        if resumed.deleted or resumed.kept_hidden:
+            report.extra["resumed_purge"] = resumed.describe()
         model = embedder()
         late = bool(settings.encoder.late_chunking)
         if late:

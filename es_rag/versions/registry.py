@@ -50,6 +50,8 @@ from es_rag.settings import Settings
 VERSION_KEY_FIELD = "version_key"
 SUPERSEDED_FIELD = "superseded"
 """Registry field listing the tenant's superseded source ids (every retriever excludes them)."""
+RETIRED_FIELD = "retired"
+"""Registry field listing the hidden keys whose documents are to be deleted (the pending purge; asset version 10)."""
 
 
 def version_key(source_id: str, source_version: str) -> str:
@@ -60,6 +62,16 @@ def version_key(source_id: str, source_version: str) -> str:
         source_version: Source version.
     """
     return f"{source_id}@{source_version}"
+
+
+def key_pair(key: str) -> tuple[str, str]:
+    """``(source_id, source_version)`` of a version key.
+
+    Args:
+        key: ``source_id@source_version``.
+    """
+    source, _, version = key.rpartition("@")
+    return source, version
 
 
 def registry_index(settings: Settings) -> str:
@@ -140,12 +152,21 @@ class VersionSnapshot:
 
 @dataclass
 class RegistryState:
-    """One tenant's registry document: active version per source and the hidden keys."""
+    """One tenant's registry document: active version per source, the hidden keys, and the ``retired`` keys among
+    them whose documents are still to be deleted.
+
+    ``retired`` is the pending purge (issue 33): a switch records the versions it retires in the same write, and
+    only a clean delete of their documents removes them (:meth:`forget`). A run killed between the switch and the
+    end of the purge leaves them listed, and the next ingest of the tenant purges them
+    (:meth:`es_rag.versions.store.RegistryOps.purge_retired`): nothing is stored forever. Keys still being written
+    are hidden but never retired, so a purge never deletes what another ingest is writing.
+    """
 
     tenant_id: str
     active: dict[str, str] = field(default_factory=dict)
     hidden: list[str] = field(default_factory=list)
     superseded_by: dict[str, str] = field(default_factory=dict)
+    retired: list[str] = field(default_factory=list)
 
     @classmethod
     def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> RegistryState:
@@ -161,6 +182,7 @@ class RegistryState:
             dict(doc.get("active") or {}),
             list(doc.get("hidden") or []),
             {str(k): str(v) for k, v in (doc.get("superseded_by") or {}).items()},
+            [str(k) for k in doc.get(RETIRED_FIELD) or []],
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -173,6 +195,8 @@ class RegistryState:
         if self.superseded_by:
             doc["superseded_by"] = dict(sorted(self.superseded_by.items()))
             doc[SUPERSEDED_FIELD] = sorted(self.superseded_by)
+        if self.retired:  # absent when empty: a registry index of asset version 9 has no such field
+            doc[RETIRED_FIELD] = sorted(self.retired)
         return doc
 
     def supersede(self, source_id: str, targets: Sequence[str]) -> None:
@@ -215,12 +239,31 @@ class RegistryState:
         self.active[source_id] = source_version
         new_key = version_key(source_id, source_version)
         self.hidden = [k for k in self.hidden if k != new_key]
+        self.retired = [k for k in self.retired if k != new_key]
         if old is None or old == source_version:
             return None
         old_key = version_key(source_id, old)
         if old_key not in self.hidden:
             self.hidden.append(old_key)
+        self._retire([old_key])
         return old_key
+
+    def _retire(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            if key not in self.retired:
+                self.retired.append(key)
+
+    def abandon(self, keys: Sequence[str]) -> None:
+        """Mark written-but-not-committed versions (their source failed) for deletion: they stay hidden and join
+        ``retired``.
+
+        Args:
+            keys: Version keys that will never be committed.
+        """
+        for key in keys:
+            if key not in self.hidden:
+                self.hidden.append(key)
+        self._retire(keys)
 
     def forget(self, keys: Sequence[str]) -> None:
         """Drop purged keys from ``hidden``.
@@ -230,6 +273,7 @@ class RegistryState:
         """
         gone = set(keys)
         self.hidden = [k for k in self.hidden if k not in gone]
+        self.retired = [k for k in self.retired if k not in gone]
 
     def hide_source(self, source_id: str) -> None:
         """Serve nothing of ``source_id`` while some of its documents are still stored (a delete left them):
@@ -259,6 +303,7 @@ class RegistryState:
         self.active.pop(source_id, None)
         prefix = source_id + "@"
         self.hidden = [k for k in self.hidden if not k.startswith(prefix)]
+        self.retired = [k for k in self.retired if not k.startswith(prefix)]
 
 
 class LineageListener(Protocol):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from es_rag.versions.registry import RegistryState, version_key
+from es_rag.versions.registry import RegistryState, key_pair, version_key
 
 
 @dataclass
@@ -114,14 +114,22 @@ class VersionStore(Protocol):
         ...
 
     def commit(
-        self, tenant_id: str, pairs: Sequence[Pair], supersedes: Mapping[str, Sequence[str]] | None = None
+        self,
+        tenant_id: str,
+        pairs: Sequence[Pair],
+        supersedes: Mapping[str, Sequence[str]] | None = None,
+        abandoned: Sequence[Pair] = (),
     ) -> list[Pair]:
-        """Serve ``pairs`` (and record what they supersede) in one registry write; returns the retired
-        ``(source_id, old_version)``."""
+        """Serve ``pairs`` (and record what they supersede and what is to be deleted) in one registry write; returns
+        the retired ``(source_id, old_version)``."""
         ...
 
     def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
         """Delete the documents of these versions; forget their keys only when none remains."""
+        ...
+
+    def purge_retired(self, tenant_id: str, also: Sequence[Pair] = ()) -> PurgeResult:
+        """Purge every version the registry lists as retired (pending, possibly from a killed run) and ``also``."""
         ...
 
     def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
@@ -159,18 +167,26 @@ class RegistryOps:
         return list(self._update(tenant_id, lambda st: [p for p in pairs if st.begin(*p)]))
 
     def commit(
-        self, tenant_id: str, pairs: Sequence[Pair], supersedes: Mapping[str, Sequence[str]] | None = None
+        self,
+        tenant_id: str,
+        pairs: Sequence[Pair],
+        supersedes: Mapping[str, Sequence[str]] | None = None,
+        abandoned: Sequence[Pair] = (),
     ) -> list[Pair]:
-        """The atomic switch: one registry update serves ``pairs``, hides their previous versions and records the
-        sources each of them supersedes (hidden from the same snapshot on).
+        """The atomic switch: one registry update serves ``pairs``, hides their previous versions and records them
+        as ``retired`` (the pending purge, :meth:`purge_retired`), records the sources each of them supersedes
+        (hidden from the same snapshot on), and marks ``abandoned`` versions for deletion too.
 
         Args:
             tenant_id: The tenant.
             pairs: ``(source_id, new_version)`` fully written and refreshed.
             supersedes: ``source_id -> superseded source ids`` of the committed sources (their
                 ``meta.supersedes``; a committed source missing here keeps none).
+            abandoned: ``(source_id, version)`` begun and partly written that will never be committed (a document
+                of the source failed).
         """
         declared = dict(supersedes or {})
+        dropped = [version_key(s, v) for s, v in abandoned]
 
         first_read: list[dict[str, str | None]] = []  # the active versions at the first read (one entry)
 
@@ -189,6 +205,26 @@ class RegistryOps:
                 if before is not None and before != version and version_key(source_id, before) in st.hidden:
                     retired.add((source_id, before))
                 st.supersede(source_id, declared.get(source_id, ()))
+            st.abandon(dropped)
             return sorted(retired)
 
         return list(self._update(tenant_id, change))
+
+    def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
+        raise NotImplementedError
+
+    def state(self, tenant_id: str) -> RegistryState:
+        raise NotImplementedError
+
+    def purge_retired(self, tenant_id: str, also: Sequence[Pair] = ()) -> PurgeResult:
+        """Delete the documents of every version the registry lists as ``retired`` (committed away, or abandoned)
+        and of ``also``, and forget them when the delete is clean: the end of each ingest, and the resumption at the
+        start of the next one of a purge that a killed run left unfinished.
+
+        Args:
+            tenant_id: The tenant.
+            also: Versions this run retired (purged even where the registry cannot list them: an index of asset
+                version 9 has no ``retired`` field).
+        """
+        pairs = sorted({*also, *(key_pair(k) for k in self.state(tenant_id).retired)})
+        return self.purge(tenant_id, pairs) if pairs else PurgeResult()

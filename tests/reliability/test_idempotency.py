@@ -159,3 +159,58 @@ def test_the_same_source_in_two_tenants_keeps_both_copies(kind: str, chunker: An
     per_tenant = {t: sum(1 for d in children.values() if d["tenant_id"] == t) for t in ("acme", "globex")}
     assert per_tenant["acme"] == per_tenant["globex"] == r.chunks // 2 > 0
     assert backend.count(SearchFilter("acme")) == backend.count(SearchFilter("globex")) == r.chunks // 2
+
+
+@pytest.mark.parametrize("kind", ["embedded", "elasticsearch"])
+def test_a_purge_a_crash_interrupted_is_finished_by_the_next_ingest(
+    kind: str, chunker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: a crash after the switch but before the purge of the retired version finished left its chunks,
+    parents and hidden key stored forever. The switch now lists what it retires (``retired``) in the same registry
+    write; the next ingest of the tenant, of any source, deletes it."""
+    backend, state = _make(kind)
+    store_type = type(backend.version_store())
+    ingest = {"chunker": chunker, "embedder": RandomEmbedder(), "backend": backend}
+    ingest_documents([_doc("v1")], **ingest)
+    real = store_type.purge_retired
+
+    def killed(self: Any, tenant_id: str, also: Any = ()) -> Any:
+        raise KeyboardInterrupt("killed between the switch and the purge")
+
+    monkeypatch.setattr(store_type, "purge_retired", killed)
+    with pytest.raises(KeyboardInterrupt):
+        ingest_documents([_doc("v2", TEXT.replace("token", "passcode"))], **ingest)
+    registry = backend.version_store().state("acme")
+    assert registry.active == {"guide": "v2"} and registry.retired == ["guide@v1"] == registry.hidden
+    chunks, parents = state()
+    assert {d["source_version"] for d in chunks.values()} == {"v1", "v2"}  # v1 still stored, hidden
+    monkeypatch.setattr(store_type, "purge_retired", real)
+    ingest_documents([_doc("w1", "# Other\n\nAnother source.\n", source="other")], **ingest)
+    registry = backend.version_store().state("acme")
+    assert registry.retired == [] and registry.hidden == []
+    chunks, parents = state()
+    assert {d["source_version"] for d in (*chunks.values(), *parents.values()) if d["source_id"] == "guide"} == {"v2"}
+
+
+def test_a_registry_of_asset_version_9_still_switches_and_setup_adds_the_field(
+    chunker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A registry index created before asset version 10 has no ``retired`` field, and its ``dynamic: strict``
+    mapping refuses it: the switch is written without it (as before) with one warning naming ``es-rag setup``, and
+    setup's ``PUT _mapping`` adds the field to the live index."""
+    from tests.support.double.mapping import parse_mapping
+
+    backend, _, cluster = cluster_backend(S)
+    registry = cluster.indices[S.index_name("versions")]
+    old = registry.mapping.to_dict()
+    del old["properties"]["retired"]
+    registry.mapping = parse_mapping(old, analysis=registry.analysis, version=cluster.version_tuple)
+    ingest = {"chunker": chunker, "embedder": RandomEmbedder(), "backend": backend}
+    ingest_documents([_doc("v1")], **ingest)
+    with caplog.at_level("WARNING"):
+        ingest_documents([_doc("v2", TEXT.replace("token", "passcode"))], **ingest)
+    assert "predates asset version 10" in caplog.text and "es-rag setup" in caplog.text
+    state = backend.version_store().state("acme")
+    assert state.active == {"guide": "v2"} and state.hidden == [] and state.retired == []  # purged all the same
+    backend.setup()
+    assert registry.mapping.to_dict()["properties"]["retired"] == {"type": "keyword"}

@@ -34,6 +34,7 @@ import numpy as np
 
 from es_rag.elasticsearch.assets import (
     index_creation_requests,
+    registry_mapping_request,
     search_template_requests,
     search_template_source,
     setup_requests,
@@ -267,6 +268,8 @@ def setup_bodies() -> list[BodyCase]:
             out.append(BodyCase(_case(f"setup[{vname}] {kind} {asset}", req), kind, settings, asset=asset))
         for req in index_creation_requests(settings):
             out.append(BodyCase(_case(f"setup[{vname}] create index {req.path}", req), "create_index", settings))
+        req = registry_mapping_request(settings)
+        out.append(BodyCase(_case(f"setup[{vname}] registry mapping {req.path}", req), "put_mapping", settings))
     return out
 
 

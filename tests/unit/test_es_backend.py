@@ -734,10 +734,15 @@ def test_setup_puts_every_asset_in_order_then_creates_the_indices() -> None:
 def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     backend, node = make_backend(SETTINGS, routes={})
     _setup_routes(node, exists=True)
+    registry = SETTINGS.index_name("versions")
+    node.route("PUT", f"{registry}/_mapping", (200, {"acknowledged": True}))
     results = backend.setup()
     assert not node.calls("PUT", SETTINGS.chunk_index) and not node.calls("PUT", SETTINGS.parent_index)
-    assert [r["acknowledged"] for r in results[-3:]] == ["exists", "exists", "exists"]
-    assert len(node.calls("PUT")) == len(setup_requests(SETTINGS))
+    assert [r["acknowledged"] for r in results[-4:]] == ["exists", "exists", "exists", True]
+    # an existing registry gains the fields added since it was created (asset version 10: retired)
+    (update,) = node.calls("PUT", f"{registry}/_mapping")
+    assert update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == 10
+    assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 1
 
 
 def test_setup_tolerates_an_index_created_concurrently() -> None:

@@ -10,6 +10,7 @@ from es_rag.versions.registry import (
     VERSION_KEY_FIELD,
     RegistryState,
     VersionSnapshot,
+    key_pair,
     lineage_count_requests,
     purge_requests,
     refresh_request,
@@ -196,13 +197,26 @@ def test_full_lifecycle() -> None:
     assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v1"}, "hidden": []}
     assert st.begin("g", "v2") is True
     assert st.commit("g", "v2") == "g@v1"
-    assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v2"}, "hidden": ["g@v1"]}
+    # the retired version is listed for deletion in the same write (issue 33: a purge a kill interrupts resumes)
+    assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v2"}, "hidden": ["g@v1"], "retired": ["g@v1"]}
     st.forget(["g@v1"])
     assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v2"}, "hidden": []}
     st.hide_source("g")
     assert st.to_doc() == {"tenant_id": "acme", "active": {}, "hidden": ["g@v2"]}
     st.drop_source("g")
     assert st.to_doc() == {"tenant_id": "acme", "active": {}, "hidden": []}
+
+
+def test_abandoned_versions_are_retired_and_a_drop_forgets_them() -> None:
+    st = RegistryState("acme", {"g": "v1"})
+    assert st.begin("g", "v2") is True and st.begin("h@x", "v1") is True  # an id may hold "@"
+    st.abandon(["g@v2", "h@x@v1"])
+    assert st.hidden == ["g@v2", "h@x@v1"] and st.retired == ["g@v2", "h@x@v1"]
+    assert key_pair("h@x@v1") == ("h@x", "v1")
+    st.drop_source("h@x")
+    assert st.retired == ["g@v2"]
+    assert RegistryState.from_doc("acme", st.to_doc()).retired == ["g@v2"]  # stored and read back
+    assert st.commit("g", "v2") is not None and st.retired == ["g@v1"]  # committed after all: no longer retired
 
 
 # ------------------------------------------------------------------------------ requests

@@ -128,6 +128,7 @@ INDEX_ACTIONS: dict[str, set[str]] = {
     "indices:admin/delete": {"delete_index", "manage"},
     "indices:admin/get": {"view_index_metadata", "manage"},
     "indices:admin/refresh": {"maintenance", "manage"},
+    "indices:admin/mapping/put": {"manage"},
 }
 """Index action -> index privileges granting it besides ``all`` (IndexPrivilege)."""
 CLUSTER_IMPLIES = {
@@ -489,6 +490,8 @@ class StrictCluster:
             return self._doc_api(method, names, doc_id, params, body, p, create=op == "_create")
         if op == "_alias" and len(rest) <= 2 and method in ("GET", "HEAD"):
             return self._get_aliases(names, p, names=rest[1] if len(rest) == 2 else None, head=method == "HEAD")
+        if op == "_mapping" and method in ("PUT", "POST"):
+            return self._put_mapping(self._resolve(names), body, p)
         if op == "_mapping" and method == "GET":
             self._require_index(p, "indices:admin/get", self._resolve(names))
             return 200, {n: {"mappings": self.indices[n].mapping.to_dict()} for n in self._resolve(names)}
@@ -1267,6 +1270,40 @@ class StrictCluster:
         self.indices[name] = state
         self._notify("create_index")
         return state
+
+    def _put_mapping(self, names: list[str], body: Any, p: Principal | None) -> Response:
+        """``PUT <index>/_mapping`` (``TransportPutMappingAction``, ``MapperService.merge``): new fields are added and
+        ``_meta`` replaced; a field cannot change its type ("mapper [f] cannot be changed from type [a] to [b]",
+        ``FieldMapper.checkIncomingMergeType``); what a live index's mapping refuses at creation it refuses here."""
+        self._require_index(p, "indices:admin/mapping/put", names)
+        if not isinstance(body, Mapping) or not body:
+            raise EsError(
+                400,
+                "action_request_validation_exception",
+                "Validation Failed: 1: mapping source is empty;",
+                source="server/src/main/java/org/elasticsearch/action/admin/indices/mapping/put/PutMappingRequest.java",
+            )
+        extra = sorted(set(body) - {"properties", "_meta", "dynamic"})
+        if extra:
+            raise DoubleLimit(f"PUT _mapping with {extra}")
+        for name in names:
+            state = self.indices[name]
+            current = state.mapping.to_dict()
+            props = current.get("properties") or {}
+            for fname, spec in (body.get("properties") or {}).items():
+                old = props.get(fname)
+                if isinstance(old, Mapping) and isinstance(spec, Mapping) and old.get("type") != spec.get("type"):
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"mapper [{fname}] cannot be changed from type [{old.get('type')}] to [{spec.get('type')}]",
+                        source="server/src/main/java/org/elasticsearch/index/mapper/FieldMapper.java",
+                    )
+            merged = merge_mappings([current, body])
+            state.mapping = parse_mapping(
+                merged, analysis=state.analysis, version=self.version_tuple, inference_ids=self.endpoints
+            )
+        return 200, {"acknowledged": True}
 
     def _refresh(self, names: list[str], p: Principal | None) -> Response:
         self._require_index(p, "indices:admin/refresh", names)
