@@ -6,13 +6,17 @@ The commit under test is :mod:`es_rag.embedded.store` (immutable data files name
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import dataclasses
 import errno
+import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +27,29 @@ from es_rag.cli import main
 from es_rag.embedded import store
 from es_rag.embedded.backend import EmbeddedBackend
 from tests.support.crash import KILLED, fingerprint, state_a, state_b
+from tests.support.forker import Forker
 
 ROOT = Path(__file__).resolve().parents[2]
 EMPTY = {"chunks": {}, "parents": {}, "versions": {}}
 
 
-def run_job(folder: Path, job: str, kill_at: int = 0, fsize: int | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "tests.support.crash", str(folder), job, str(kill_at)]
-    if fsize is not None:
-        argv.append(str(fsize))
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+@dataclasses.dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[Forker]:
+    with Forker("tests.support.crash") as forker:
+        yield forker
+
+
+def run_job(forks: Forker, folder: Path, job: str, kill_at: int = 0, fsize: int | None = None) -> Run:
+    """One save of ``job`` into ``folder`` in a forked process (killed at write point ``kill_at``, 0: none)."""
+    argv = [str(folder), job, str(kill_at), *([str(fsize)] if fsize is not None else [])]
+    return Run(*forks.run(argv))
 
 
 def committed(job: Callable[[EmbeddedBackend], None], folder: Path) -> dict[str, Any]:
@@ -66,7 +83,7 @@ def states(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.mark.parametrize("start, job", [("empty", "a"), ("a", "b")])
 def test_a_kill_at_every_write_point_leaves_the_old_commit_or_the_new_one(
-    states: dict[str, Any], tmp_path: Path, start: str, job: str
+    states: dict[str, Any], tmp_path: Path, start: str, job: str, forks: Forker
 ) -> None:
     def fresh(name: str) -> Path:
         folder = tmp_path / name
@@ -74,7 +91,7 @@ def test_a_kill_at_every_write_point_leaves_the_old_commit_or_the_new_one(
             shutil.copytree(states["folder_a"], folder)
         return folder
 
-    full = run_job(fresh("full"), job)
+    full = run_job(forks, fresh("full"), job)
     assert full.returncode == 0, full.stderr
     points = int(full.stdout.split(":")[1].strip(" }\n"))
     assert points >= 12  # 4 data files + manifest + copy: writes, fsyncs, renames, removals
@@ -82,12 +99,12 @@ def test_a_kill_at_every_write_point_leaves_the_old_commit_or_the_new_one(
     seen = []
     for kill_at in range(1, points + 1):
         folder = fresh(f"k{kill_at}")
-        proc = run_job(folder, job, kill_at)
+        proc = run_job(forks, folder, job, kill_at)
         assert proc.returncode == KILLED, (kill_at, proc.stderr)
         served = fingerprint(folder)  # readable: no DamagedIndex, no traceback
         assert served in (old, new), f"kill at write point {kill_at} of {points} served a mix"
         seen.append("new" if served == new else "old")
-        rerun = run_job(folder, job)  # the same save again converges, and leaves no orphan
+        rerun = run_job(forks, folder, job)  # the same save again converges, and leaves no orphan
         assert rerun.returncode == 0, (kill_at, rerun.stderr)
         assert fingerprint(folder) == new
         only_live_files(folder)
@@ -141,7 +158,10 @@ def test_the_kernel_file_size_limit_is_reported_as_a_full_disk(states: dict[str,
     folder = tmp_path / "idx"
     shutil.copytree(states["folder_a"], folder)
     before = listing(folder)
-    proc = run_job(folder, "b", 0, fsize=300)  # the chunks file of state b is larger: EFBIG from the kernel
+    # a process of its own, its stderr a pipe: the limit applies to every file the process writes, the forker's
+    # output files included
+    argv = [sys.executable, "-m", "tests.support.crash", str(folder), "b", "0", "300"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)  # chunks file > 300 bytes
     assert proc.returncode != 0 and "DiskFull" in proc.stderr and "nothing was changed" in proc.stderr
     assert listing(folder) == before and fingerprint(folder) == states["a"]
 
@@ -246,3 +266,93 @@ def test_a_deleted_manifest_is_damage_not_an_empty_index(states: dict[str, Any],
     (folder / store.MANIFEST).unlink()
     with pytest.raises(store.DamagedIndex, match=r"meta\.json: missing"):
         EmbeddedBackend(folder)
+
+
+# ----------------------------------------------------------------------------- the Elasticsearch ingest, killed
+def _served(cluster: Any) -> dict[str, Any]:
+    """What a search of tenant acme can be served: the searchable (refreshed) chunks and parents whose version the
+    registry does not hide, by source; also checks that no source is served in two versions."""
+    from tests.support.crash_es import SETTINGS
+
+    registry = cluster.docs(SETTINGS.index_name("versions")).get("acme") or {}
+    hidden = set(registry.get("hidden") or [])
+    out: dict[str, Any] = {}
+    for index in (SETTINGS.chunk_index, SETTINGS.parent_index):
+        state = cluster.indices[cluster._single(index)]
+        for doc_id, doc in sorted(state.searchable.items()):
+            src = doc.source
+            if src.get("tenant_id") != "acme" or src.get("version_key") in hidden:
+                continue
+            out.setdefault(src["source_id"], {}).setdefault(src["source_version"], []).append((doc_id, src["text"]))
+    for source, versions in out.items():
+        assert len(versions) == 1, f"{source} is served in versions {sorted(versions)}"
+    return out
+
+
+def _stored_versions(cluster: Any) -> set[tuple[str, str]]:
+    from tests.support.crash_es import SETTINGS
+
+    return {
+        (d["source_id"], d["source_version"])
+        for index in (SETTINGS.chunk_index, SETTINGS.parent_index)
+        for d in cluster.docs(index).values()
+    }
+
+
+_JOB_A: list[Any] = []
+
+
+@contextlib.contextmanager
+def _cluster_with_job_a() -> Iterator[tuple[Any, str]]:
+    """A strict double served over HTTP by this process, set up, holding job ``a`` (built once, then copied)."""
+    from es_rag.elasticsearch.backend import ElasticsearchBackend
+    from tests.support.crash_es import SETTINGS, run
+    from tests.support.double.cluster import StrictCluster
+    from tests.support.double.http import serve
+
+    if not _JOB_A:
+        cluster = StrictCluster()
+        with serve(cluster) as url:
+            ElasticsearchBackend.connect(url, SETTINGS).setup()
+            run(url, "a")
+        _JOB_A.append(cluster)
+    cluster = copy.deepcopy(_JOB_A[0])
+    with serve(cluster) as url:
+        yield cluster, url
+
+
+def test_an_elasticsearch_ingest_killed_at_every_write_request_serves_one_version_and_converges() -> None:
+    """Issue 33: the strict double is served over HTTP by this process; the ingest runs in a subprocess killed
+    before each write request reaches the cluster, and after each one was applied but its answer not read. After
+    every kill a search serves each source in exactly one version, whole (the old one or the new one); running
+    the ingest again converges to the new version alone, with nothing hidden, nothing retired and no document of
+    another version stored."""
+    from tests.support.crash_es import run
+
+    def run_es_job(forker: Forker, url: str, job: str, kill_at: int = 0, when: str = "before") -> Run:
+        return Run(*forker.run([url, job, str(kill_at), when]))
+
+    es = Forker("tests.support.crash_es")
+    with _cluster_with_job_a() as (cluster, url):
+        old = _served(cluster)
+        full = run_es_job(es, url, "b")
+        assert full.returncode == 0, full.stderr
+        writes = json.loads(full.stdout)["writes"]
+        new = _served(cluster)
+    assert old["guide"].keys() == {"v1"} and new["guide"].keys() == {"v2"} and writes >= 6
+    outcomes = []
+    for when in ("before", "after"):
+        for kill_at in range(1, writes + 1):
+            with _cluster_with_job_a() as (cluster, url):
+                proc = run_es_job(es, url, "b", kill_at, when)
+                assert proc.returncode == KILLED, (when, kill_at, proc.stderr[-2000:])
+                served = _served(cluster)
+                assert served in (old, new), f"killed {when} write {kill_at}: a mixed or partial version is served"
+                outcomes.append("new" if served == new else "old")
+                run(url, "b")  # the same ingest again
+                assert _served(cluster) == new
+                registry = cluster.docs("es-rag-versions")["acme"]
+                assert registry["hidden"] == [] and not registry.get("retired"), (when, kill_at, registry)
+                assert _stored_versions(cluster) == {("guide", "v2"), ("policy", "p1")}, (when, kill_at)
+    es.close()
+    assert "old" in outcomes and "new" in outcomes

@@ -234,8 +234,10 @@ def test_settings_default_take_an_object_and_flat_overrides(settings: Settings, 
         RagClient.open(None, {"context_k": 3})  # type: ignore[arg-type]
     with RagClient.open(tmp_path / "idx", settings) as small:
         small.ingest_texts(POLICY, tenant="acme")
+    with RagClient.open(tmp_path / "idx") as follows:  # embedding_model auto: the index's own model (issue 31)
+        assert (follows.settings.encoder.model, follows.settings.encoder.dims) == (settings.encoder.model, 32)
     with pytest.raises(ConfigError, match="index holds 32-dim vectors, settings say 384"):
-        RagClient.open(tmp_path / "idx")  # the default model's settings on the tiny model's index
+        RagClient.open(tmp_path / "idx", Settings(embedding_model="other/model"))  # a model given is kept
 
 
 def test_ingest_texts_reports_each_bad_document_and_indexes_the_rest(settings: Settings) -> None:

@@ -18,6 +18,9 @@ from tests.support.double.cluster import StrictCluster
 def _handler(cluster: StrictCluster, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body leave in two writes: with Nagle's algorithm each answer waited for the client's delayed
+        # ACK (about 40 ms a request on Linux loopback)
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -57,7 +60,8 @@ def _handler(cluster: StrictCluster, lock: threading.Lock) -> type[BaseHTTPReque
 def serve(cluster: StrictCluster) -> Iterator[str]:
     """Serve ``cluster`` on ``127.0.0.1`` (a free port) while the context is open; yields the base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cluster, threading.Lock()))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the serve loop's next poll: 0.5 s by default, per served double
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
