@@ -14,6 +14,7 @@ from es_rag.redact import get_logger
 from es_rag.versions.registry import (
     RETIRED_FIELD,
     SOURCES_PAGE,
+    WRITING_FIELD,
     RegistryState,
     lineage_count_requests,
     purge_requests,
@@ -78,12 +79,13 @@ class EsVersionStore(RegistryOps):
         and its ``dynamic: strict`` mapping refuses it (``StrictDynamicMappingException``): the document is then
         written without it, as before, and ``es-rag setup`` is named once (it adds the field to the index)."""
         if getattr(self.backend, "registry_without_retired", False):  # learned once per backend
-            state.retired = []
+            state.retired, state.writing = [], {}
         try:
             self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
         except ClusterError as exc:
-            refused = exc.status == 400 and "strict_dynamic_mapping_exception" in str(exc.response or exc)
-            if not (refused and RETIRED_FIELD in str(exc.response or exc) and state.retired):
+            said = str(exc.response or exc)
+            refused = exc.status == 400 and "strict_dynamic_mapping_exception" in said
+            if not (refused and (RETIRED_FIELD in said or WRITING_FIELD in said)):
                 raise
             self.backend.registry_without_retired = True
             log.warning(
@@ -91,7 +93,7 @@ class EsVersionStore(RegistryOps):
                 f"version registry {self.settings.index_name('versions')} predates asset version 10 (no "
                 f"'{RETIRED_FIELD}' field): a purge a crash interrupts cannot be resumed; run `es-rag setup` once",
             )
-            state.retired = []
+            state.retired, state.writing = [], {}
             self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
 
     def state(self, tenant_id: str) -> RegistryState:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from es_rag.es_request import EsRequest
@@ -52,6 +53,23 @@ SUPERSEDED_FIELD = "superseded"
 """Registry field listing the tenant's superseded source ids (every retriever excludes them)."""
 RETIRED_FIELD = "retired"
 """Registry field listing the hidden keys whose documents are to be deleted (the pending purge; asset version 10)."""
+WRITING_FIELD = "writing"
+"""Registry field: key -> when its write began (asset version 10; an object Elasticsearch stores, never indexes)."""
+ABANDONED_AFTER_S = 24 * 3600
+"""A version whose write began this long ago and never committed belongs to a killed run: the next commit of the same
+source retires it (a slower ingest of one source by another process would lose its version; none takes a day)."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _parse(stamp: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.now(timezone.utc)  # unreadable: treated as just begun, never retired by age
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def version_key(source_id: str, source_version: str) -> str:
@@ -167,6 +185,10 @@ class RegistryState:
     hidden: list[str] = field(default_factory=list)
     superseded_by: dict[str, str] = field(default_factory=dict)
     retired: list[str] = field(default_factory=list)
+    writing: dict[str, str] = field(default_factory=dict)
+    """Keys being written -> when their write began (ISO 8601, UTC). A write that never committed (its run was
+    killed) is told from one still running by its age: the next commit of the same source retires a version whose
+    write began more than :data:`ABANDONED_AFTER_S` ago."""
 
     @classmethod
     def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> RegistryState:
@@ -183,6 +205,7 @@ class RegistryState:
             list(doc.get("hidden") or []),
             {str(k): str(v) for k, v in (doc.get("superseded_by") or {}).items()},
             [str(k) for k in doc.get(RETIRED_FIELD) or []],
+            {str(k): str(v) for k, v in (doc.get(WRITING_FIELD) or {}).items()},
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -197,6 +220,8 @@ class RegistryState:
             doc[SUPERSEDED_FIELD] = sorted(self.superseded_by)
         if self.retired:  # absent when empty: a registry index of asset version 9 has no such field
             doc[RETIRED_FIELD] = sorted(self.retired)
+        if self.writing:
+            doc[WRITING_FIELD] = dict(sorted(self.writing.items()))
         return doc
 
     def supersede(self, source_id: str, targets: Sequence[str]) -> None:
@@ -213,19 +238,21 @@ class RegistryState:
             if target != source_id:
                 self.superseded_by[target] = source_id
 
-    def begin(self, source_id: str, source_version: str) -> bool:
-        """Hide ``source_version`` while it is written; False when it is already the active version
-        (re-ingesting the same version rewrites the same ids in place, no switch needed).
+    def begin(self, source_id: str, source_version: str, at: str | None = None) -> bool:
+        """Hide ``source_version`` while it is written, noting when the write began; False when it is already the
+        active version (re-ingesting the same version rewrites the same ids in place, no switch needed).
 
         Args:
             source_id: Source id.
             source_version: Version about to be written.
+            at: The time the write begins (ISO 8601; None: now).
         """
         if self.active.get(source_id) == source_version:
             return False
         key = version_key(source_id, source_version)
         if key not in self.hidden:
             self.hidden.append(key)
+        self.writing[key] = at or _now()
         return True
 
     def commit(self, source_id: str, source_version: str) -> str | None:
@@ -240,6 +267,13 @@ class RegistryState:
         new_key = version_key(source_id, source_version)
         self.hidden = [k for k in self.hidden if k != new_key]
         self.retired = [k for k in self.retired if k != new_key]
+        self.writing.pop(new_key, None)
+        # another version of this source whose write began long ago and never committed: its run was killed
+        cutoff = datetime.now(timezone.utc) - timedelta(seconds=ABANDONED_AFTER_S)
+        stale = [k for k, t in self.writing.items() if key_pair(k)[0] == source_id and _parse(t) < cutoff]
+        for key in stale:
+            self.writing.pop(key)
+        self._retire(stale)
         if old is None or old == source_version:
             return None
         old_key = version_key(source_id, old)
@@ -263,6 +297,7 @@ class RegistryState:
         for key in keys:
             if key not in self.hidden:
                 self.hidden.append(key)
+            self.writing.pop(key, None)
         self._retire(keys)
 
     def forget(self, keys: Sequence[str]) -> None:
@@ -274,6 +309,7 @@ class RegistryState:
         gone = set(keys)
         self.hidden = [k for k in self.hidden if k not in gone]
         self.retired = [k for k in self.retired if k not in gone]
+        self.writing = {k: t for k, t in self.writing.items() if k not in gone}
 
     def hide_source(self, source_id: str) -> None:
         """Serve nothing of ``source_id`` while some of its documents are still stored (a delete left them):
@@ -304,6 +340,7 @@ class RegistryState:
         prefix = source_id + "@"
         self.hidden = [k for k in self.hidden if not k.startswith(prefix)]
         self.retired = [k for k in self.retired if not k.startswith(prefix)]
+        self.writing = {k: t for k, t in self.writing.items() if not k.startswith(prefix)}
 
 
 class LineageListener(Protocol):

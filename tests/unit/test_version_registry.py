@@ -191,11 +191,16 @@ def test_drop_source_only_that_source() -> None:
 
 def test_full_lifecycle() -> None:
     st = RegistryState("acme")
-    assert st.begin("g", "v1") is True
-    assert st.to_doc() == {"tenant_id": "acme", "active": {}, "hidden": ["g@v1"]}
+    assert st.begin("g", "v1", at="2026-12-01T10:00:00+00:00") is True
+    assert st.to_doc() == {
+        "tenant_id": "acme",
+        "active": {},
+        "hidden": ["g@v1"],
+        "writing": {"g@v1": "2026-12-01T10:00:00+00:00"},
+    }
     assert st.commit("g", "v1") is None
     assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v1"}, "hidden": []}
-    assert st.begin("g", "v2") is True
+    assert st.begin("g", "v2", at="2026-12-01T11:00:00+00:00") is True
     assert st.commit("g", "v2") == "g@v1"
     # the retired version is listed for deletion in the same write (issue 33: a purge a kill interrupts resumes)
     assert st.to_doc() == {"tenant_id": "acme", "active": {"g": "v2"}, "hidden": ["g@v1"], "retired": ["g@v1"]}
@@ -319,3 +324,21 @@ def test_source_listing_request() -> None:
         },
     )
     assert req.body["aggs"]["sources"]["composite"]["after"] is not after
+
+
+def test_a_write_that_never_committed_is_retired_by_the_next_commit_of_its_source_a_day_later() -> None:
+    """Issue 33: a run killed while it wrote guide@v2 left it hidden; if the file then changes, v2 is never written
+    again. A write begun more than ABANDONED_AFTER_S ago is a killed run's: the next commit of the same source retires
+    it. One begun just now may be another ingest's, still running: left alone."""
+    st = RegistryState("acme", {"guide": "v1"})
+    st.begin("guide", "v2", at="2026-11-01T10:00:00+00:00")  # a month ago: killed
+    st.begin("guide", "v3")  # now: still being written by another process
+    st.begin("other", "w1", at="2026-11-01T10:00:00+00:00")  # another source: not this commit's business
+    st.begin("guide", "v4")
+    assert st.commit("guide", "v4") == "guide@v1"
+    assert st.retired == ["guide@v2", "guide@v1"] and "guide@v3" in st.hidden and "guide@v3" not in st.retired
+    assert set(st.writing) == {"guide@v3", "other@w1"}
+    st.abandon(["guide@v3"])
+    assert "guide@v3" not in st.writing and "guide@v3" in st.retired
+    st.drop_source("other")
+    assert st.writing == {} and RegistryState.from_doc("acme", st.to_doc()).retired == sorted(st.retired)
