@@ -34,6 +34,7 @@ def print_report(report: Any, as_json: bool) -> None:
     print(
         f"sources: {report.sources}  chunks: {report.chunks}  parents: {report.parents}  "
         f"indexed: {report.indexed}  failed: {len(report.failed)}  skipped: {len(report.skipped)}"
+        + (f"  unchanged: {len(report.unchanged)}" if report.unchanged else "")
     )
     for r in report.removed:
         where = f" (read from {r['source_path']})" if r.get("source_path") else ""

@@ -240,6 +240,8 @@ def ingest_documents(
         bar.update(len(batch))
         parents, pairs = [], defaultdict(list)
 
+    stored = _stored_sources(backend, embedder, late)
+
     try:
         for doc in docs:
             with lock:
@@ -249,6 +251,9 @@ def ingest_documents(
                     kids = section_units(kids, sections)
                     # the model's input limit is the server chunker's concern here, not a per-section warning
                     del report.warnings[warned:]
+            if stored is not None and kids and _unchanged(stored, (*sections, *kids), embedder.version):
+                report.unchanged.append(doc.source_id)  # the same chunks are stored and served: nothing to embed
+                continue
             if late is not None and kids:
                 t0 = time.perf_counter()
                 kids = late(doc, kids)
@@ -315,6 +320,36 @@ def ingest_documents(
     if embedder is not None:
         _warn_language_misfits(embedder, fit_samples, report)
     return report
+
+
+def _stored_sources(backend: Any, embedder: Any, late: Any) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """What the index serves per source, for :func:`_unchanged` (the embedded backend; None: no skipping)."""
+    listing = getattr(backend, "stored_sources", None)
+    if listing is None or embedder is None or late is not None or getattr(embedder, "version", None) is None:
+        return None
+    return dict(listing())
+
+
+_VOLATILE = ("ingested_at", "content_hash", "embedding_version")
+
+
+def _unchanged(stored: dict[tuple[str, str], dict[str, Any]], chunks: Sequence[Chunk], model_version: Any) -> bool:
+    """Whether the index serves exactly these chunks already (same ids, text, offsets, lineage, ACL, metadata,
+    language, chunker version, source path) with vectors of this model: then the source is not embedded again."""
+    first = chunks[0]
+    have = stored.get((first.tenant_id, first.source_id))
+    if not have or len(have) != len(chunks):
+        return False
+    for c in chunks:
+        old = have.get(c.chunk_id)
+        if old is None or (c.kind == "child" and old.get("embedding_version") != str(model_version)):
+            return False
+        new = c.to_source(include_vector=False)
+        if c.source_path is not None:
+            new["source_path"] = c.source_path
+        if {k: v for k, v in old.items() if k not in _VOLATILE} != {k: v for k, v in new.items() if k not in _VOLATILE}:
+            return False
+    return True
 
 
 FIT_SAMPLE_CHUNKS = 64

@@ -25,6 +25,8 @@ class IngestReport(IndexReport):
     switched: list[dict[str, str]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     removed: list[dict[str, Any]] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    """Sources whose chunks the index already serves exactly, with vectors of this model: not embedded again."""
     timings: dict[str, float] = field(default_factory=lambda: {"parse": 0.0, "chunk": 0.0, "embed": 0.0, "index": 0.0})
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -42,6 +44,7 @@ class IngestReport(IndexReport):
             "failed": self.failed,
             "skipped": self.skipped,
             "removed": self.removed,
+            "unchanged": self.unchanged,
             "warnings": self.warnings,
             "switched": self.switched,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},

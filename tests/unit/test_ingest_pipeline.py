@@ -332,3 +332,50 @@ def test_the_count_in_a_stop_message_is_the_whole_run() -> None:
     stored = len(cluster.docs(settings.chunk_index)) + len(cluster.docs(settings.parent_index))
     assert len(seen) >= 4 and stored > 8  # earlier batches landed
     assert f"({stored} documents were indexed before it stopped)" in str(info.value)
+
+
+# ------------------------------------------------------------------------------ incremental ingest (issue 31)
+class CountingEmbedder(RandomEmbedder):
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_a_rerun_of_unchanged_sources_embeds_nothing_and_changes_nothing() -> None:
+    """Issue 31: an unchanged re-run re-embedded everything (131 s, then 145 s). A source whose chunks the index
+    already serves exactly (same ids, text, offsets, ACL, metadata, chunker, model) is skipped."""
+    backend = EmbeddedBackend(None, dims=DIMS)
+    docs = _docs(12)
+    first = CountingEmbedder()
+    ingest_documents(iter(docs), chunker=_chunker(), embedder=first, backend=backend, corpus_language="en")
+    before = _state(backend)
+    again = CountingEmbedder()
+    report = ingest_documents(iter(docs), chunker=_chunker(), embedder=again, backend=backend, corpus_language="en")
+    assert first.texts > 0 and again.texts == 0
+    assert report.unchanged == [d.source_id for d in docs] and report.indexed == 0 and report.switched == []
+    assert _state(backend) == before
+
+
+def test_a_changed_source_acl_or_chunker_is_embedded_again() -> None:
+    backend = EmbeddedBackend(None, dims=DIMS)
+    docs = _docs(6)
+    ingest_documents(iter(docs), chunker=_chunker(), embedder=RandomEmbedder(), backend=backend, corpus_language="en")
+    edited = [docs[0].__class__(**{**docs[0].__dict__, "text": docs[0].text + "\n\nOne more line.\n",
+                                   "source_version": "v-edited"}), *docs[1:]]  # fmt: skip
+    regrouped = [*edited[:2], edited[2].__class__(**{**edited[2].__dict__, "acl": ("legal",)}), *edited[3:]]
+    counting = CountingEmbedder()
+    report = ingest_documents(
+        iter(regrouped), chunker=_chunker(), embedder=counting, backend=backend, corpus_language="en"
+    )
+    assert sorted(set(d.source_id for d in docs) - set(report.unchanged)) == sorted(
+        [docs[0].source_id, docs[2].source_id]
+    )  # the edited text, the new ACL
+    assert {s["source_id"] for s in report.switched} == {docs[0].source_id}  # same version, new ACL: no switch
+    assert {tuple(d["acl"]) for d in backend._children.values() if d["source_id"] == docs[2].source_id} == {("legal",)}
+    other = CountingEmbedder()
+    smaller = StructureChunker(WordTokenizer(), max_tokens=8, overlap=0)
+    report = ingest_documents(iter(regrouped), chunker=smaller, embedder=other, backend=backend, corpus_language="en")
+    assert report.unchanged == [] and other.texts > 0  # another chunk size: every source again
