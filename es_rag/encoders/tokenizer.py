@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,6 +50,34 @@ class Tokenizer(Protocol):
         ...
 
 
+SEGMENT_CHARS = 65_536
+"""The longest text a tokenizer call is given. A Hugging Face fast tokenizer holds an ``Encoding`` of the whole input
+(ids, offsets, type ids, masks, token strings): about 250 bytes a character, so one call on a 48 MB file took 9 GB
+(issue 31). Longer texts are tokenized a segment at a time."""
+
+
+def segments(text: str, size: int = SEGMENT_CHARS) -> Iterator[tuple[int, str]]:
+    """``(offset, piece)`` of ``text`` in pieces of at most ``size`` characters, each cut just after a whitespace
+    character where there is one, so no token spans a cut: for a BERT WordPiece tokenizer (it splits at whitespace)
+    the tokens of the pieces are the tokens of the text (``tests/unit/test_tokenizer_segments.py``); a SentencePiece
+    tokenizer marks a piece's first word as a word start and may add one boundary token per cut. A run of ``size``
+    characters without whitespace is cut where it must be.
+
+    Args:
+        text: The text.
+        size: Characters per piece at most.
+    """
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + size)
+        if end < n:
+            cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end), text.rfind("\t", start, end))
+            if cut > start:
+                end = cut + 1
+        yield start, text[start:end]
+        start = end
+
+
 class HFTokenizer:
     """A Hugging Face fast tokenizer (the one the embedding model uses). Thread-safe: every call holds
     :func:`tokenizer_lock` of the wrapped tokenizer.
@@ -85,18 +114,20 @@ class HFTokenizer:
         return cls(tok, name=str(name_or_path), max_tokens=max_tokens)
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character span of every token of ``text`` (no special tokens).
+        """Character span of every token of ``text`` (no special tokens); a long text is tokenized a segment at a
+        time (:func:`segments`).
 
         Args:
             text: The text to tokenize.
         """
-        if not text:
-            return []
-        with tokenizer_lock(self._tok):
-            enc = self._tok(
-                text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
-            )
-        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+        out: list[tuple[int, int]] = []
+        for at, piece in segments(text):
+            with tokenizer_lock(self._tok):
+                enc = self._tok(
+                    piece, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+                )
+            out.extend((at + int(a), at + int(b)) for a, b in enc["offset_mapping"])
+        return out
 
     @property
     def unk_token(self) -> str | None:
@@ -125,7 +156,8 @@ class HFTokenizer:
         Args:
             text: The text to count.
         """
-        if not text:
-            return 0
-        with tokenizer_lock(self._tok):
-            return len(self._tok(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+        total = 0
+        for _, piece in segments(text):
+            with tokenizer_lock(self._tok):
+                total += len(self._tok(piece, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+        return total

