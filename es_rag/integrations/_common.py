@@ -121,6 +121,15 @@ class RetrievalScope:
             )
         return RetrievalScope.of(self.tenant, self.acl, {**self.metadata, **metadata}, self.filters)
 
+    def with_filters(self, exprs: Sequence[str]) -> RetrievalScope:
+        """This scope with more ``--filter`` conditions (a per-call filter: every condition applies, so a call can
+        only narrow the scope).
+
+        Args:
+            exprs: Conditions in ``es-rag search --filter`` syntax.
+        """
+        return RetrievalScope.of(self.tenant, self.acl, self.metadata, (*self.filters, *exprs)) if exprs else self
+
 
 def check_client(client: Any) -> RagClient:
     """``client`` if it is an :class:`~es_rag.client.RagClient`.

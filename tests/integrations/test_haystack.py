@@ -79,3 +79,33 @@ def test_run_async_returns_what_run_returns(two_tenant_rag: RagClient) -> None:
     got = asyncio.run(retriever.run_async(GLOBEX_QUERY))["documents"]
     assert [d.id for d in got] == [d.id for d in retriever.run(GLOBEX_QUERY)["documents"]]
     assert {d.meta["tenant_id"] for d in got} == {"acme"}
+
+
+def test_haystack_filter_dictionaries_are_applied(two_tenant_rag: RagClient) -> None:
+    """Issue 31: Haystack's standard ``filters=`` (its filter dictionary) was refused; es_rag called it
+    ``metadata_filter``. Both the retriever's and a call's filters apply, each call narrowing."""
+    from es_rag.errors import ConfigError
+    from es_rag.integrations.haystack import haystack_filters
+
+    assert haystack_filters({"field": "meta.doc_type", "operator": "==", "value": "policy"}) == ["doc_type=policy"]
+    assert haystack_filters(
+        {
+            "operator": "AND",
+            "conditions": [
+                {"field": "meta.source_id", "operator": "in", "value": ["a.md", "b.md"]},
+                {"field": "published", "operator": ">=", "value": 2023},
+                {"field": "meta.lang", "operator": "not in", "value": ["ja"]},
+            ],
+        }
+    ) == ["source_id=a.md,b.md", "published>=2023", "lang!=ja"]
+    with pytest.raises(ConfigError, match="OR operator cannot be applied"):
+        haystack_filters({"operator": "OR", "conditions": []})
+    with pytest.raises(ConfigError, match="operator 'like'"):
+        haystack_filters({"field": "x", "operator": "like", "value": "y"})
+    policy = {"field": "meta.doc_type", "operator": "==", "value": "policy"}
+    retriever = EsRagRetriever(two_tenant_rag, tenant="acme", acl=["support", "legal"], filters=policy)
+    docs = retriever.run("password history")["documents"]
+    assert docs and {d.meta["source_id"] for d in docs} == {"policy.md"}
+    wide = EsRagRetriever(two_tenant_rag, tenant="acme", acl=["support", "legal"])
+    assert {d.meta["source_id"] for d in wide.run("password history", filters=policy)["documents"]} == {"policy.md"}
+    assert len({d.meta["source_id"] for d in wide.run("password history")["documents"]}) > 1
