@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch is pinned: the CPU wheel 2.13.0; an unpinned torch resolves to a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: demo test install install-dev spec-deps lint typecheck mutation clean
+.PHONY: demo test test-fast install install-dev spec-deps lint typecheck mutation clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,12 @@ test: install-dev spec-deps
 	$(BIN)/ruff format --check es_rag tests scripts benchmarks examples
 	$(BIN)/mypy es_rag
 	$(BIN)/lint-imports
-	bash scripts/run-tests.sh
+	bash scripts/run-tests.sh -n auto --dist loadfile
+
+## The edit loop: the unit, contract and double tests on every core, stopping at the first failure (no install,
+## no lint; `make test` is what CI runs).
+test-fast:
+	bash scripts/run-tests.sh -n auto --dist loadfile -x tests/unit tests/contract tests/double tests/comparison
 
 lint: install-dev
 	$(BIN)/ruff check es_rag tests scripts benchmarks examples
