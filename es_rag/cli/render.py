@@ -45,13 +45,16 @@ def print_report(report: Any, as_json: bool) -> None:
 
 
 def print_sources_problems(report: Any) -> None:
-    """Every failed document and skipped path of an ingest report, with a count per skip reason, on stderr.
+    """Every failed document, warning and skipped path of an ingest report, with a count per skip reason, on stderr
+    (the warnings were shown only with ``--json``: issue 31).
 
     Args:
         report: :class:`~es_rag.ingest.IngestReport`.
     """
     for f in report.failed:
         print(f"  FAILED {f['document']}: field '{f['field']}': {f['reason']}", file=sys.stderr)
+    for w in getattr(report, "warnings", ()):  # ignored front matter, chunks over the model's limit, ...
+        print(f"  warning {w['document']}: field '{w['field']}': {w['reason']}", file=sys.stderr)
     if report.skipped:
         reasons = ", ".join(f"{why}: {n}" for why, n in report.skipped_by_reason().items())
         print(f"  skipped {len(report.skipped)} paths ({reasons}):", file=sys.stderr)

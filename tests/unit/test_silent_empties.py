@@ -99,3 +99,16 @@ def test_an_index_remembers_its_embedding_model(
         assert rag.settings.encoder.model == str(tiny_bi_encoder) and rag.settings.encoder.dims == 32
     with RagClient.open(idx, Settings(embedding_model="other/model", vector_dims=32)) as rag:
         assert rag.settings.encoder.model == "other/model"  # given explicitly: kept
+
+
+def test_ingest_warnings_are_printed_without_json(
+    tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: ignored front-matter fields were reported only with ``--json``."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("---\ntitle: A\nreviewer: bob\n---\n# A\n\nAlpha text.\n")
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
+    assert main(["ingest", str(docs), "--tenant", "acme", "--index-dir", str(tmp_path / "idx"), *model]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "front_matter" in err and "reviewer" in err
