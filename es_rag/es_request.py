@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,15 @@ class EsRequest:
         if self.is_ndjson:
             lines = [json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) for obj in self.body]
             return "\n".join([head, *lines])
-        return head + "\n" + json.dumps(self.body, ensure_ascii=False, indent=2)
+        return head + "\n" + _numbers_on_one_line(json.dumps(self.body, ensure_ascii=False, indent=2))
+
+
+_NUMBER_LIST = re.compile(r"\[\n\s+(-?[0-9][0-9.eE+-]*(?:,\n\s+-?[0-9][0-9.eE+-]*)*)\n\s*\]")
+
+
+def _numbers_on_one_line(text: str) -> str:
+    """A list of numbers (a query vector) on one line: ``explain`` printed 384 numbers one per line (issue 31)."""
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
 def render(requests: Sequence[EsRequest], fmt: str) -> str:

@@ -150,8 +150,8 @@ def haystack_filters(spec: Mapping[str, Any]) -> list[str]:
         logical = str(spec.get("operator", "")).upper()
         if logical != "AND":
             raise ConfigError(
-                f"filters: Haystack's {logical or 'missing'} operator cannot be applied: es_rag's filters are a conjunction "
-                "(AND) of conditions; an OR of values of one field is the 'in' operator"
+                f"filters: Haystack's {logical or 'missing'} operator cannot be applied: es_rag's filters are a "
+                "conjunction (AND) of conditions; an OR of values of one field is the 'in' operator"
             )
         return [e for cond in spec["conditions"] for e in haystack_filters(cond)]
     name = str(spec.get("field", "")).removeprefix("meta.")
