@@ -859,7 +859,7 @@ class RagClient:
             ConfigError: A missing tenant or an unknown format.
         """
         from es_rag.ingest import IngestReport, SourceDoc, default_version
-        from es_rag.ingest.sources import JSONL_FORMATS, SUFFIX_FORMAT
+        from es_rag.ingest.sources import JSONL_FORMATS, format_of
 
         tenant = _tenant(tenant)
         if format is not None and format not in JSONL_FORMATS:
@@ -891,7 +891,7 @@ class RagClient:
                     tenant_id=tenant,
                     acl=groups,
                     source_version=default_version(text),
-                    fmt=format or _suffix_format(sid, SUFFIX_FORMAT),
+                    fmt=format or format_of(sid),
                     meta=dict(meta or {}),
                 )
             )
@@ -946,9 +946,3 @@ class RagClient:
         if not isinstance(source_id, str) or not source_id.strip():
             raise ConfigError(f"source_id: must be a non-empty string, got {source_id!r}")
         return self._write(lambda backend: delete_source(backend, tenant, source_id, listeners=self._listeners()))
-
-
-def _suffix_format(source_id: str, formats: Mapping[str, str]) -> str:
-    """The format a file of this name would be read as (``jsonl`` and unknown suffixes: ``markdown``)."""
-    found = formats.get(Path(source_id).suffix.lower(), "markdown")
-    return "markdown" if found == "jsonl" else found

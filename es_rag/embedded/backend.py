@@ -18,11 +18,9 @@ as ``multi_match`` does, and a field the index lacks scores nothing (Elasticsear
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,8 +33,10 @@ from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.em
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.columns import FilterColumns, exact_mask
 from es_rag.embedded.generations import live_directory
+from es_rag.embedded.store import LOCK_TIMEOUT_S as LOCK_TIMEOUT_S  # re-exported
+from es_rag.embedded.store import write_lock as write_lock  # re-exported: es_rag.embedded.backend.write_lock
 from es_rag.embedded.versions import EmbeddedVersionStore
-from es_rag.errors import ConfigError, EsRagError, InputError
+from es_rag.errors import ConfigError, InputError
 from es_rag.filters import SearchFilter
 from es_rag.languages import DEFAULT_LANGUAGES, LANGUAGE_FIELDS, parse_languages
 from es_rag.query import plan_search
@@ -54,51 +54,6 @@ def _field_weights(fields: Sequence[str]) -> list[tuple[str, float]]:
         name, _, boost = spec.partition("^")
         out.append((name, float(boost) if boost else 1.0))
     return out
-
-
-#: Seconds a second writer waits for the first before giving up (``ES_RAG_LOCK_TIMEOUT`` overrides it).
-LOCK_TIMEOUT_S = 600.0
-
-
-@contextmanager
-def write_lock(
-    directory: str | Path, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None
-) -> Iterator[None]:
-    """Hold ``<directory>/write.lock`` (``filelock``) for a whole read-modify-write of an embedded index: two
-    ingests into one index used to both report success while the last writer's files dropped the other's
-    documents. A second writer waits (``on_wait`` is told once), then fails clearly after ``timeout`` seconds.
-
-    Args:
-        directory: The index folder (created if missing).
-        timeout: Seconds to wait (default :data:`LOCK_TIMEOUT_S`, or ``ES_RAG_LOCK_TIMEOUT``).
-        on_wait: Called once when the lock is held by another process.
-
-    Raises:
-        EsRagError: The lock was not released within ``timeout``.
-    """
-    from filelock import FileLock, Timeout
-
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "write.lock"
-    lock = FileLock(str(path))
-    wait = float(os.environ.get("ES_RAG_LOCK_TIMEOUT", LOCK_TIMEOUT_S)) if timeout is None else timeout
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        if on_wait is not None:
-            on_wait()
-        try:
-            lock.acquire(timeout=wait)
-        except Timeout:
-            raise EsRagError(
-                f"{folder}: another es-rag process is still writing to this index after {wait:g} s "
-                f"(lock {path}); run again when it has finished"
-            ) from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 class EmbeddedBackend:

@@ -6,7 +6,7 @@ Layout of ``--index-dir DIR``::
                                     blue-green, called the ``legacy`` generation)
     DIR/generations/<gen>/          one complete embedded index each (its manifest meta.json and the data files it
                                     names: :mod:`es_rag.embedded.store`)
-    DIR/write.lock                  the one-writer lock of the whole folder (:func:`es_rag.embedded.backend.write_lock`)
+    DIR/write.lock                  the one-writer lock of the whole folder (:func:`es_rag.embedded.store.write_lock`)
 
 The swap writes ``CURRENT.tmp``, flushes it to disk and renames it over ``CURRENT`` (``os.replace``: atomic on POSIX
 and Windows), so a reader opening the folder sees the old generation or the new one, never a mix. The legacy files in

@@ -16,7 +16,7 @@ commit or the new one, never a mix; a full disk also removes the new files befor
 the disk). The files are never changed once written, so a reader that opens the files a manifest names reads one
 commit: if a concurrent save removed one of them in between, the reader reads the new manifest and starts again
 (:func:`read`). Readers take no lock and never block a writer; one writer at a time is
-:func:`es_rag.embedded.backend.write_lock`'s job.
+:func:`write_lock`'s job.
 
 Every file is checked against the manifest's size and CRC-32 when it is read, and the manifest against its own
 CRC-32: a truncated, emptied, overwritten or deleted file is :class:`DamagedIndex`, one line that names the file and
@@ -40,7 +40,8 @@ import os
 import re
 import shutil
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -200,7 +201,7 @@ def write(
 ) -> dict[str, Any]:
     """Commit a whole index to ``folder`` atomically (module docstring); returns the manifest written.
 
-    The caller holds the folder's write lock (:func:`es_rag.embedded.backend.write_lock`) or is its only writer.
+    The caller holds the folder's write lock (:func:`write_lock`) or is its only writer.
 
     Args:
         folder: The generation's folder (created if missing).
@@ -428,3 +429,48 @@ def remove(folder: str | Path) -> None:
         folder: A generation's folder.
     """
     _unlink(files(folder))
+
+
+#: Seconds a second writer waits for the first before giving up (``ES_RAG_LOCK_TIMEOUT`` overrides it).
+LOCK_TIMEOUT_S = 600.0
+
+
+@contextmanager
+def write_lock(
+    directory: str | Path, *, timeout: float | None = None, on_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold ``<directory>/write.lock`` (``filelock``) for a whole read-modify-write of an embedded index: two
+    ingests into one index used to both report success while the last writer's files dropped the other's
+    documents. A second writer waits (``on_wait`` is told once), then fails clearly after ``timeout`` seconds.
+
+    Args:
+        directory: The index folder (created if missing).
+        timeout: Seconds to wait (default :data:`LOCK_TIMEOUT_S`, or ``ES_RAG_LOCK_TIMEOUT``).
+        on_wait: Called once when the lock is held by another process.
+
+    Raises:
+        EsRagError: The lock was not released within ``timeout``.
+    """
+    from filelock import FileLock, Timeout
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "write.lock"
+    lock = FileLock(str(path))
+    wait = float(os.environ.get("ES_RAG_LOCK_TIMEOUT", LOCK_TIMEOUT_S)) if timeout is None else timeout
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if on_wait is not None:
+            on_wait()
+        try:
+            lock.acquire(timeout=wait)
+        except Timeout:
+            raise EsRagError(
+                f"{folder}: another es-rag process is still writing to this index after {wait:g} s "
+                f"(lock {path}); run again when it has finished"
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -49,6 +49,19 @@ SUFFIX_FORMAT = {
     ".jsonl": "jsonl",
 }
 MAX_FILE_BYTES = 50 * 1024 * 1024
+
+
+def format_of(name: str) -> str:
+    """The format a file of this name is read as, for a text given in memory (``jsonl`` and unknown suffixes:
+    ``markdown``).
+
+    Args:
+        name: A file name or source id (``page.html``).
+    """
+    found = SUFFIX_FORMAT.get(Path(name).suffix.lower(), "markdown")
+    return "markdown" if found == "jsonl" else found
+
+
 JSONL_FORMATS = ("markdown", "rst", "plain", "html")
 
 
