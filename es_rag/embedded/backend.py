@@ -44,6 +44,9 @@ from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionSnapshot
 
+EXACT_CHANNEL_FIELDS = ("text", "title", "heading_path")
+"""The fields the exact-match channel reads, as Elasticsearch's ``<field>.ident`` subfields."""
+
 LANGUAGE_MIRRORS = {"english": Analyzer.ENGLISH, "cjk": Analyzer.CJK, "kuromoji": Analyzer.CJK}
 """The embedded mirror of each per-language analyzer of the templates (kuromoji: cjk bigrams)."""
 
@@ -128,6 +131,7 @@ class EmbeddedBackend:
         self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
         self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
+        self._commit: int | None = None  # the commit the documents in memory are, None once written to
         self.embedding_model: str | None = None
         """The embedding model the index was built with (``embedding_model`` as the ingest was given it), saved in its
         manifest: a search left to ``embedding_model = "auto"`` uses it (:func:`es_rag.wiring.index_settings`)."""
@@ -154,6 +158,7 @@ class EmbeddedBackend:
             )
         self.similarity = stored_similarity
         self.embedding_model = meta.get("embedding_model")
+        self._commit = meta.get("commit")
         for doc, vec in zip(snap.children, snap.vectors, strict=True):
             self._children[doc["chunk_id"]] = doc
             self._vectors[doc["chunk_id"]] = vec
@@ -180,7 +185,7 @@ class EmbeddedBackend:
         }
         if self.embedding_model:
             meta["embedding_model"] = self.embedding_model
-        store.write(
+        manifest = store.write(
             self.directory,
             meta=meta,
             children=(self._children[c] for c in ids),
@@ -188,6 +193,7 @@ class EmbeddedBackend:
             parents=self._parents.values(),
             versions=self.versions,
         )
+        self._commit = int(manifest["commit"])
 
     # -- writes --------------------------------------------------------------------------------
     def _prepare(self, chunk: Chunk) -> dict[str, Any]:
@@ -239,6 +245,7 @@ class EmbeddedBackend:
             report.indexed += 1
         self._dirty = True
         self._embedding = None
+        self._commit = None
         return report
 
     def delete_source(
@@ -269,6 +276,7 @@ class EmbeddedBackend:
             del self._parents[cid]
         self._dirty = True
         self._embedding = None
+        self._commit = None
         return len(gone) + len(pgone)
 
     def stored_sources(self) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
@@ -327,6 +335,18 @@ class EmbeddedBackend:
         """Build the search structures (BM25 per field, the vector matrix) now rather than on the next read."""
         self._refresh()
 
+    def prepare_search(self) -> None:
+        """Build every BM25 field a search may read (the configured ones and their per-language subfields) now: after
+        a commit their analysed tokens are saved with it, so the next cold search reads them instead of analysing
+        every chunk (``es-rag ingest`` calls it after saving)."""
+        self._refresh()
+        for fld, _ in self._fields:
+            base = fld.partition(".")[0]
+            for name in (base, *(f"{base}.{code}" for code in self.languages if base in LANGUAGE_FIELDS)):
+                self._field_index(name)
+        for fld in EXACT_CHANNEL_FIELDS:
+            self._ident_field(fld)
+
     def _refresh(self) -> None:
         if not self._dirty:
             return
@@ -377,28 +397,44 @@ class EmbeddedBackend:
         analyze = self._field_analyzer(fld)
         if analyze is None:
             return None
-        source = fld.partition(".")[0]
-        corpus = []
-        for d in docs:
-            value = d.get(source) or ""
-            corpus.append(analyze(" ".join(value) if isinstance(value, list) else str(value)))
+        corpus = self._field_tokens(fld, docs, analyze)
         if not any(corpus):  # bm25s cannot index a field that is empty in every document
             return None
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
         model.index(corpus, show_progress=False)
         return model
 
+    def _field_tokens(
+        self,
+        fld: str,
+        docs: Sequence[dict[str, Any]],
+        analyze: Callable[[str], list[str]],
+        analyzer: str | None = None,
+    ) -> list[list[str]]:
+        """The analysed tokens of one field for every document, kept with the commit while the index is as committed
+        (:func:`es_rag.embedded.store.cached_tokens`: a cold search analysed every chunk again)."""
+        base, _, sub = fld.partition(".")
+
+        def tokens() -> list[list[str]]:
+            values = (d.get(base) or "" for d in docs)
+            return [analyze(" ".join(v) if isinstance(v, list) else str(v)) for v in values]
+
+        if self.directory is None or self._commit is None:
+            return tokens()
+        if analyzer is None:
+            analyzer = self.languages[sub].value if sub else (self.analyzer.value if self.analyzer else "default")
+        ids = [str(d.get("chunk_id")) for d in docs]
+        return store.cached_tokens(self.directory, self._commit, fld, analyzer, ids, tokens)
+
     def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
         """Identifier tokens of one field for every document, their lengths and a postings map
         (token -> document positions), computed once per index state, not per query."""
         cached = self._ident_index.get(fld)
         if cached is None:
-            docs_tokens = []
+            docs = [self._children[cid] for cid in self._ids]
+            docs_tokens = self._field_tokens(fld, docs, identifier_analyzer, "identifier")
             postings: dict[str, list[int]] = {}
-            for i, cid in enumerate(self._ids):
-                value = self._children[cid].get(fld) or ""
-                tokens = identifier_analyzer(" ".join(value) if isinstance(value, list) else str(value))
-                docs_tokens.append(tokens)
+            for i, tokens in enumerate(docs_tokens):
                 for tok in set(tokens):
                     postings.setdefault(tok, []).append(i)
             lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
@@ -609,7 +645,7 @@ class EmbeddedBackend:
         mask = self._mask(flt) if mask is None else mask
         n_docs = len(self._ids)
         scores = np.zeros(n_docs, dtype=np.float64)
-        for fld in ("text", "title", "heading_path"):
+        for fld in EXACT_CHANNEL_FIELDS:
             docs_tokens, lengths, postings = self._ident_field(fld)
             avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
             for ident in identifiers:

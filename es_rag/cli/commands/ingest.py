@@ -151,6 +151,7 @@ def _ingest(
     )
     backend.flush()
     if not on_cluster:
+        backend.prepare_search()  # the analysed BM25 fields saved with the commit: the first search is not slowed
         print(f"embedded index: {index_dir}", file=sys.stderr)
     print_report(report, args.json)
     left = [r["source_id"] for r in report.removed if any(r["remaining"].values())]
