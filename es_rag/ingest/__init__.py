@@ -217,7 +217,8 @@ def ingest_documents(
     failed_before = len(report.failed)
     names: dict[str, tuple[str, str]] = {}  # document name -> (tenant, source_id): what a failure row names
     writer = IndexWriter(backend, report, lock, queue_size)
-    bar = tqdm(desc="embed+index", unit="chunk", disable=not progress)
+    # the total grows as documents are read (they are streamed): "n/total" with an ETA once the last one is read
+    bar = tqdm(desc="embed+index", unit="chunk", total=0, disable=not progress)
     children: list[Chunk] = []
     parents: list[Chunk] = []
     pairs: dict[str, list[Pair]] = defaultdict(list)
@@ -254,6 +255,8 @@ def ingest_documents(
             if stored is not None and kids and _unchanged(stored, (*sections, *kids), embedder.version):
                 report.unchanged.append(doc.source_id)  # the same chunks are stored and served: nothing to embed
                 continue
+            bar.total += len(kids)
+            bar.refresh()
             if late is not None and kids:
                 t0 = time.perf_counter()
                 kids = late(doc, kids)

@@ -379,3 +379,15 @@ def test_a_changed_source_acl_or_chunker_is_embedded_again() -> None:
     smaller = StructureChunker(WordTokenizer(), max_tokens=8, overlap=0)
     report = ingest_documents(iter(regrouped), chunker=smaller, embedder=other, backend=backend, corpus_language="en")
     assert report.unchanged == [] and other.texts > 0  # another chunk size: every source again
+
+
+def test_the_progress_bar_counts_towards_the_chunks_read_so_far(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31: the bar showed '0chunk' with no total or ETA."""
+    backend = EmbeddedBackend(None, dims=DIMS)
+    report = ingest_documents(
+        iter(_docs(5)), chunker=_chunker(), embedder=RandomEmbedder(), backend=backend, progress=True,
+        corpus_language="en",
+    )  # fmt: skip
+    children = report.chunks
+    err = capsys.readouterr().err
+    assert children > 0 and f"{children}/{children}" in err and "embed+index" in err

@@ -136,7 +136,7 @@ def _ingest(
         docs,
         backend=backend,
         settings=settings,
-        embedder=lambda: build_embedder(settings, show_progress=progress()),
+        embedder=lambda: build_embedder(settings),  # the ingest's own "embed+index" bar counts the embedding too
         report=report,
         tenant_id=args.tenant,
         chunking={
