@@ -51,6 +51,26 @@ SUFFIX_FORMAT = {
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
+PLAIN_NAMES = frozenset(
+    "README COPYING COPYRIGHT LICENSE LICENCE NOTICE AUTHORS CONTRIBUTORS CHANGELOG CHANGES NEWS HISTORY INSTALL TODO "
+    "THANKS BUGS".split()
+)
+"""Names of text files without a suffix that a folder walk reads as plain text (a Debian package's ``copyright``,
+a project's ``README``; compared upper-cased)."""
+
+
+def path_format(path: Path) -> str:
+    """The format a file is read as: by its suffix (:data:`SUFFIX_FORMAT`), ``plain`` for a suffixless
+    :data:`PLAIN_NAMES` file, else ``""`` (unsupported).
+
+    Args:
+        path: The file.
+    """
+    if not path.suffix and path.name.upper() in PLAIN_NAMES:
+        return "plain"
+    return SUFFIX_FORMAT.get(path.suffix.lower(), "")
+
+
 def format_of(name: str) -> str:
     """The format a file of this name is read as, for a text given in memory (``jsonl`` and unknown suffixes:
     ``markdown``).
@@ -274,7 +294,8 @@ def _unsupported(suffix: str) -> str:
     kind = KNOWN_UNSUPPORTED.get(suffix.lower())
     what = f"{suffix or '(no suffix)'}" + (f" ({kind})" if kind else "")
     hint = "; convert it to Markdown or text first (chunk offsets index the file, which a binary format cannot give)"
-    return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}" + (hint if kind else "")
+    names = " and text files named README, COPYING, copyright, LICENSE, NEWS, ..."
+    return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}{names}" + (hint if kind else "")
 
 
 def _ignore_specs(root: Path, extra: Path | None) -> list[tuple[str, Any]]:
@@ -326,7 +347,7 @@ def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report:
                 report.skipped.append({"path": str(f), "reason": "hidden file"})
             elif ignored:
                 report.skipped.append({"path": str(f), "reason": ignored})
-            elif f.suffix.lower() not in SUFFIX_FORMAT:
+            elif not path_format(f):
                 report.skipped.append({"path": str(f), "reason": _unsupported(f.suffix)})
             else:
                 out.append(f)
@@ -461,7 +482,7 @@ def iter_files(
                 f = item.path
                 if not f.is_file():
                     raise InputError(name, "path", "no such file")
-                fmt = SUFFIX_FORMAT.get(f.suffix.lower(), "")
+                fmt = path_format(f)
                 if not fmt:
                     raise InputError(name, "path", _unsupported(f.suffix))
                 size = f.stat().st_size

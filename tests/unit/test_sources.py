@@ -303,3 +303,26 @@ def test_sources_lists_a_tenants_sources(
     assert "guide.md" in out and out.strip().endswith("chunks served")
     assert main(["sources", "--tenant", "globex", *idx]) == 0
     assert capsys.readouterr().out.strip() == "tenant globex has no sources"
+
+
+def test_suffixless_readme_and_copyright_files_are_plain_text(tmp_path: Path) -> None:
+    """Issue 31: README/copyright-style text files without a suffix could not be included (a Debian package's
+    /usr/share/doc/<pkg>/copyright)."""
+    from es_rag.ingest import IngestReport, iter_files
+    from es_rag.ingest.sources import path_format
+
+    root = tmp_path / "doc"
+    root.mkdir()
+    (root / "copyright").write_text("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n")
+    (root / "README").write_text("Read me first.\n")
+    (root / "Makefile").write_text("all:\n")  # not a known text file name: skipped, with the reason
+    report = IngestReport()
+    docs = list(iter_files([root], tenant_id="t", acl=("public",), report=report))
+    assert sorted((d.source_id, d.fmt) for d in docs) == [("README", "plain"), ("copyright", "plain")]
+    assert [s["path"].rsplit("/", 1)[-1] for s in report.skipped] == ["Makefile"]
+    assert "README, COPYING, copyright" in report.skipped[0]["reason"]
+    assert (path_format(Path("NEWS")), path_format(Path("notes.md")), path_format(Path("run"))) == (
+        "plain",
+        "markdown",
+        "",
+    )
