@@ -564,6 +564,9 @@ def add_sources(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--base-dir", metavar="DIR", help="source ids are paths relative to this folder")
     g.add_argument("--source-id", metavar="ID", help="the id of the single file (or stdin, -) given")
     g.add_argument("--ignore-file", metavar="FILE", help="gitignore-style patterns to skip, besides each folder's own")
+    g.add_argument(
+        "--encoding", default="utf-8", help="text encoding of the files (default utf-8; latin-1, cp1252, ...)"
+    )
     m = parser.add_argument_group(
         "metadata: typed fields every chunk carries (filters read them; see docs/metadata.md)",
         "A Markdown file's YAML front matter and a JSONL line's fields set a document's own metadata; --meta sets "
@@ -624,6 +627,7 @@ def source_kwargs(args: argparse.Namespace, settings: Settings | None = None) ->
         "schema": schema,
         "meta": meta_values(getattr(args, "meta", []) or [], schema),
         "updated_from_mtime": bool(getattr(args, "updated_from_mtime", False)),
+        "encoding": getattr(args, "encoding", "utf-8"),
     }
 
 

@@ -22,67 +22,28 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from es_rag.errors import ConfigError, InputError
+from es_rag.ingest.formats import JSONL_FORMATS as JSONL_FORMATS  # re-exported, as the names below
+from es_rag.ingest.formats import MAX_FILE_BYTES as MAX_FILE_BYTES
+from es_rag.ingest.formats import PLAIN_NAMES as PLAIN_NAMES
+from es_rag.ingest.formats import SUFFIX_FORMAT as SUFFIX_FORMAT
+from es_rag.ingest.formats import FrontMatter as FrontMatter
+from es_rag.ingest.formats import decode_source as decode_source
+from es_rag.ingest.formats import default_version as default_version
+from es_rag.ingest.formats import format_of as format_of
+from es_rag.ingest.formats import mtime_day as mtime_day
+from es_rag.ingest.formats import path_format as path_format
+from es_rag.ingest.formats import read_front_matter as read_front_matter
 from es_rag.ingest.report import IngestReport
 from es_rag.metadata import META, MetadataSchema
-
-SUFFIX_FORMAT = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".rst": "rst",
-    ".rest": "rst",
-    ".txt": "plain",
-    ".text": "plain",
-    ".html": "html",
-    ".htm": "html",
-    ".jsonl": "jsonl",
-}
-MAX_FILE_BYTES = 50 * 1024 * 1024
-
-
-PLAIN_NAMES = frozenset(
-    "README COPYING COPYRIGHT LICENSE LICENCE NOTICE AUTHORS CONTRIBUTORS CHANGELOG CHANGES NEWS HISTORY INSTALL TODO "
-    "THANKS BUGS".split()
-)
-"""Names of text files without a suffix that a folder walk reads as plain text (a Debian package's ``copyright``,
-a project's ``README``; compared upper-cased)."""
-
-
-def path_format(path: Path) -> str:
-    """The format a file is read as: by its suffix (:data:`SUFFIX_FORMAT`), ``plain`` for a suffixless
-    :data:`PLAIN_NAMES` file, else ``""`` (unsupported).
-
-    Args:
-        path: The file.
-    """
-    if not path.suffix and path.name.upper() in PLAIN_NAMES:
-        return "plain"
-    return SUFFIX_FORMAT.get(path.suffix.lower(), "")
-
-
-def format_of(name: str) -> str:
-    """The format a file of this name is read as, for a text given in memory (``jsonl`` and unknown suffixes:
-    ``markdown``).
-
-    Args:
-        name: A file name or source id (``page.html``).
-    """
-    found = SUFFIX_FORMAT.get(Path(name).suffix.lower(), "markdown")
-    return "markdown" if found == "jsonl" else found
-
-
-JSONL_FORMATS = ("markdown", "rst", "plain", "html")
 
 
 @dataclass(frozen=True)
@@ -98,35 +59,6 @@ class SourceDoc:
     source_path: str | None = None
     fmt: str = "markdown"
     meta: Mapping[str, Any] = field(default_factory=dict)
-
-
-def default_version(text: str) -> str:
-    """Version derived from the content (changes whenever the text does).
-
-    Args:
-        text: Source text.
-    """
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def decode_source(path: Path, data: bytes) -> str:
-    """Decode a file as UTF-8, refusing binary data with a clear error.
-
-    Args:
-        path: The file (for messages).
-        data: Its bytes.
-    """
-    if not data.strip():
-        raise InputError(str(path), "text", "the file is empty")
-    if b"\x00" in data[:8192]:
-        raise InputError(str(path), "encoding", "binary file (NUL bytes); only UTF-8 text is ingested")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            str(path), "encoding", f"not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
-        ) from None
-    return text
 
 
 JSONL_KEYS = frozenset({"source_id", "id", "text", "title", "source_version", "tenant_id", "acl", "format", META})
@@ -206,70 +138,6 @@ def _jsonl_docs(
         except InputError as err:
             report.failed.append(err.as_dict())
     return docs
-
-
-_FRONT_MATTER_RE = re.compile(r"\A(---[ \t]*\r?\n)(.*?)(\r?\n---[ \t]*)(?:\r?\n|\Z)", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class FrontMatter:
-    """What a Markdown file's front matter says, and the text with the block blanked."""
-
-    text: str
-    title: str | None = None
-    version: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    ignored: tuple[str, ...] = ()
-
-
-def read_front_matter(text: str, *, document: str, schema: MetadataSchema) -> FrontMatter:
-    """Split YAML front matter off a Markdown source (see the module doc).
-
-    Args:
-        text: The decoded file.
-        document: Its name, for errors.
-        schema: The metadata fields; keys that are none of them and not ``title``/``source_version``/``version``
-            are ignored (reported by the caller).
-
-    Raises:
-        InputError: Front matter that is not valid YAML or not a mapping.
-    """
-    m = _FRONT_MATTER_RE.match(text)
-    if m is None:
-        return FrontMatter(text)
-    import yaml
-
-    try:
-        data = yaml.safe_load(m.group(2))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise InputError(document, "front_matter", f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InputError(document, "front_matter", f"must be a mapping of keys to values, got {type(data).__name__}")
-    blanked = re.sub(r"[^\r\n]", " ", m.group(0)) + text[m.end() :]
-    title = data.pop("title", None)
-    version = data.pop("source_version", data.pop("version", None))
-    meta = {str(k): v for k, v in data.items() if schema.get(str(k)) is not None}
-    ignored = tuple(str(k) for k in data if schema.get(str(k)) is None)
-    return FrontMatter(
-        blanked,
-        title=str(title) if title is not None else None,
-        version=str(version) if version is not None else None,
-        meta=meta,
-        ignored=ignored,
-    )
-
-
-def mtime_day(path: Path) -> str:
-    """The UTC day of a file's modification time (``YYYY-MM-DD``).
-
-    Args:
-        path: The file.
-    """
-    return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).date().isoformat()
 
 
 #: Folder names never walked into: package managers' and virtualenvs' trees.
@@ -436,6 +304,7 @@ def iter_files(
     schema: MetadataSchema | None = None,
     meta: Mapping[str, Any] | None = None,
     updated_from_mtime: bool = False,
+    encoding: str = "utf-8",
 ) -> Iterator[SourceDoc]:
     """Read the sources :func:`discover` finds into :class:`SourceDoc` records, lazily: a file is read when the
     caller asks for its document (a JSONL file gives one per line), so an ingest holds one file at a time, not
@@ -455,6 +324,7 @@ def iter_files(
         schema: The index's metadata fields (default: the built-in ones).
         meta: Metadata of every source read (``--meta k=v``); a document's own values win.
         updated_from_mtime: Give a file that declares no ``updated`` date its modification day.
+        encoding: The text encoding of every file (:func:`decode_source`).
     """
     import time
 
@@ -491,7 +361,7 @@ def iter_files(
                 data = f.read_bytes()
             if len(data) > MAX_FILE_BYTES:
                 raise InputError(name, "size", f"{len(data)} bytes exceeds the {MAX_FILE_BYTES} byte limit")
-            text = decode_source(Path(name), data)
+            text = decode_source(Path(name), data, encoding)
             if fmt == "jsonl":
                 rows = _jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report, schema=schema)
                 docs.extend(_with_defaults(d, defaults, schema) for d in rows)
@@ -572,6 +442,7 @@ def load_files(
     schema: MetadataSchema | None = None,
     meta: Mapping[str, Any] | None = None,
     updated_from_mtime: bool = False,
+    encoding: str = "utf-8",
 ) -> list[SourceDoc]:
     """Every document :func:`iter_files` yields, read now (for callers that need them all, e.g. ``es-rag chunk``).
 
@@ -588,6 +459,7 @@ def load_files(
         schema: See :func:`iter_files`.
         meta: See :func:`iter_files`.
         updated_from_mtime: See :func:`iter_files`.
+        encoding: See :func:`iter_files`.
     """
     return list(
         iter_files(
@@ -603,6 +475,7 @@ def load_files(
             schema=schema,
             meta=meta,
             updated_from_mtime=updated_from_mtime,
+            encoding=encoding,
         )
     )
 

@@ -326,3 +326,20 @@ def test_suffixless_readme_and_copyright_files_are_plain_text(tmp_path: Path) ->
         "markdown",
         "",
     )
+
+
+def test_latin_1_files_are_read_with_encoding_and_named_without(tmp_path: Path) -> None:
+    """Issue 31: Latin-1 files were refused with no way to read them."""
+    from es_rag.ingest import IngestReport, iter_files
+
+    (tmp_path / "café.txt").write_bytes("Le café est prêt à 8 h.\n".encode("latin-1"))
+    report = IngestReport()
+    assert list(iter_files([tmp_path], tenant_id="t", acl=("public",), report=report)) == []
+    reason = report.failed[0]["reason"]
+    assert reason.startswith("not valid UTF-8 (byte 6: b'\\xe9')") and "--encoding latin-1" in reason
+    report = IngestReport()
+    (doc,) = iter_files([tmp_path], tenant_id="t", acl=("public",), report=report, encoding="latin-1")
+    assert doc.text == "Le café est prêt à 8 h.\n" and report.failed == []
+    report = IngestReport()
+    assert list(iter_files([tmp_path], tenant_id="t", acl=("public",), report=report, encoding="klingon")) == []
+    assert report.failed[0]["reason"] == "unknown encoding 'klingon'"
