@@ -75,6 +75,12 @@ def print_result(result: Any) -> None:
     print(f"gate decision: {result.status_basis or result.trace.paths.get('gate', '-')}")
     if result.no_sufficient_evidence:
         print("(the calibrated gate found no hit good enough to answer from: answer 'not found', do not guess)")
+    elif result.status == "undecided":  # issue 31: every demo query said so, with no word of why
+        print(
+            "(undecided: the no-answer gate judges calibrated cross-encoder scores only; with no calibrated reranker "
+            "the hits below are the best found, not a verdict that they answer. A reranker calibrated on your "
+            "questions (es-rag calibrate --golden FILE) lets it say 'evidence' or 'no sufficient evidence')"
+        )
     if not result.hits:
         print("(no evidence selected)")
     for line in summarize_hits(result.hits):
