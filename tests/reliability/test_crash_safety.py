@@ -193,6 +193,27 @@ def test_searches_beside_a_writer_always_open_one_commit(states: dict[str, Any],
     assert commits["n"] > 10 and len(counts) >= 2  # the reads saw several commits, each whole (checksums and counts)
 
 
+def test_searches_in_one_process_beside_commits_in_another_open_one_commit(
+    states: dict[str, Any], tmp_path: Path
+) -> None:
+    """The same across processes: a writer process commits in a loop (``tests.support.crash FOLDER loop S``) while
+    this one opens the index 10,000 times; every open reads one whole commit (checksums, counts)."""
+    folder = tmp_path / "idx"
+    shutil.copytree(states["folder_a"], folder)
+    argv = [sys.executable, "-m", "tests.support.crash", str(folder), "loop", "60"]
+    writer = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = set()
+        for _ in range(10_000):
+            snap = store.read(folder)
+            assert snap is not None and len(snap.children) == snap.meta["chunks"] == snap.vectors.shape[0]
+            seen.add(snap.meta["commit"])
+    finally:
+        writer.terminate()
+        writer.wait(timeout=30)
+    assert len(seen) > 5, f"the writer committed only {len(seen)} times while the reader ran"
+
+
 CORRUPTIONS: dict[str, Callable[[Path], None]] = {
     "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
     "garbage": lambda p: p.write_bytes(b"\x00\xff garbage \x89PNG" * 3),

@@ -130,6 +130,16 @@ def _instrument(kill_at: int) -> Callable[[], int]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[1] == "loop":  # FOLDER loop SECONDS: commit states a and b in turn, as an ingest beside searches would
+        import time
+
+        backend, until, commits = EmbeddedBackend(argv[0]), time.monotonic() + float(argv[2]), 0
+        while time.monotonic() < until:
+            (state_b if commits % 2 == 0 else state_a)(backend)
+            backend.flush()
+            commits += 1
+        print(json.dumps({"commits": commits}))
+        return 0
     folder, job, kill_at = argv[0], argv[1], int(argv[2])
     backend = EmbeddedBackend(folder)
     JOBS[job](backend)
