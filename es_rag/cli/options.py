@@ -5,10 +5,10 @@ default come from :mod:`es_rag.settings.groups`. A command names the settings it
 ``--help`` shows those, one section per stage, and the parser accepts nothing else.
 
 Settings flags default to "not given" (argparse ``SUPPRESS``), so :func:`settings_from_args` can apply,
-in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), a preset the command
-applies by default (``eval``'s ``--bm25-protocol beir-multifield`` when the flag is not given), the settings
-file (``--settings FILE``), presets given on the command line (``--mmr-preset``, ``--bm25-protocol``), then
-every flag given -- the command line always wins over the file, and explicit flags over presets.
+in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), the settings file
+(``--settings FILE``), presets given on the command line (``--mmr-preset``, ``--bm25-protocol``; ``eval``'s
+defaults to ``settings``, es_rag's own defaults), then every flag given -- the command line always wins over the
+file, and explicit flags over presets.
 """
 
 from __future__ import annotations
