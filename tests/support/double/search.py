@@ -428,6 +428,16 @@ class Searcher:
                         )
                     if spec is not None and spec.type != "keyword":
                         raise DoubleLimit(f"composite terms over a [{spec.type}] field")
+                    if spec is not None and spec.params.get("doc_values") is False:
+                        # aggregations read doc values, not the index: `index: false` keeps them (source_path),
+                        # `doc_values: false` does not (MappedFieldType.failIfNoDocValues)
+                        raise EsError(
+                            400,
+                            "illegal_argument_exception",
+                            f"Can't load fielddata on [{sbody['field']}] because fielddata is unsupported on fields "
+                            "of type [keyword]. Use doc values instead.",
+                            source="server/src/main/java/org/elasticsearch/index/mapper/MappedFieldType.java",
+                        )
                 names.append(sname)
                 fields.append(sbody["field"])
             counts: dict[tuple[str, ...], int] = {}
