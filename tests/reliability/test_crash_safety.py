@@ -246,14 +246,27 @@ def test_each_damaged_file_is_named_in_one_line_never_a_traceback_or_a_wrong_ans
     assert len([line for line in err.splitlines() if line.strip()]) == 1
 
 
-def test_a_format_1_index_is_read_and_its_next_save_upgrades_it(tmp_path: Path) -> None:
+def _format_1(tmp_path: Path, chunks: str, *, rows: int, meta: str, versions: str | None = None) -> Path:
+    """An index as es_rag wrote it before manifests: fixed file names, no checksums; ``rows`` vectors."""
     folder = tmp_path / "idx"
     folder.mkdir()
-    (folder / "chunks.jsonl").write_text('{"chunk_id": "c1", "text": "hello", "source_id": "s"}\n')
-    np.save(folder / "vectors.npy", np.ones((1, 4), np.float32))
+    (folder / "chunks.jsonl").write_text(chunks)
+    np.save(folder / "vectors.npy", np.ones((rows, 4), np.float32))
     (folder / "parents.jsonl").write_text("")
-    (folder / "versions.json").write_text('{"acme": {"active": {"s": "v1"}}}')
-    (folder / "meta.json").write_text('{"format": 1, "dims": 4, "similarity": "cosine", "chunks": 1, "parents": 0}')
+    if versions is not None:
+        (folder / "versions.json").write_text(versions)
+    (folder / "meta.json").write_text(meta)
+    return folder
+
+
+def test_a_format_1_index_is_read_and_its_next_save_upgrades_it(tmp_path: Path) -> None:
+    folder = _format_1(
+        tmp_path,
+        '{"chunk_id": "c1", "text": "hello", "source_id": "s"}\n',
+        rows=1,
+        meta='{"format": 1, "dims": 4, "similarity": "cosine", "chunks": 1, "parents": 0}',
+        versions='{"acme": {"active": {"s": "v1"}}}',
+    )
     backend = EmbeddedBackend(folder)
     assert list(backend._children) == ["c1"] and backend.versions == {"acme": {"active": {"s": "v1"}}}
     backend.flush()
@@ -262,12 +275,8 @@ def test_a_format_1_index_is_read_and_its_next_save_upgrades_it(tmp_path: Path) 
 
 
 def test_a_format_1_index_with_fewer_vectors_than_chunks_is_named(tmp_path: Path) -> None:
-    folder = tmp_path / "idx"
-    folder.mkdir()
-    (folder / "chunks.jsonl").write_text('{"chunk_id": "c1"}\n{"chunk_id": "c2"}\n')
-    np.save(folder / "vectors.npy", np.ones((1, 4), np.float32))
-    (folder / "parents.jsonl").write_text("")
-    (folder / "meta.json").write_text('{"format": 1, "dims": 4, "chunks": 2, "parents": 0}')
+    chunks = '{"chunk_id": "c1"}\n{"chunk_id": "c2"}\n'
+    folder = _format_1(tmp_path, chunks, rows=1, meta='{"format": 1, "dims": 4, "chunks": 2, "parents": 0}')
     with pytest.raises(store.DamagedIndex, match=r"vectors.npy: 1 vectors for 2 chunks"):
         EmbeddedBackend(folder)
 

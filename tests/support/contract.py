@@ -13,12 +13,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
-
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.records import Chunk
 from es_rag.settings import Settings
 from es_rag.wiring import embedded_backend
+from tests.support.chunks import chunk as chunk  # re-exported: the contract tests build their chunks with it
 from tests.support.double.client import strict_backend
 from tests.support.live import SKIP_REASON, TEST_PREFIX, delete_created_assets
 
@@ -56,56 +55,6 @@ def open_backend(kind: str, settings: Settings = SETTINGS) -> Iterator[tuple[Any
     finally:
         delete_created_assets(live)
         live.close()
-
-
-def _vec(*values: float) -> np.ndarray:
-    return np.asarray(values, dtype=np.float32)
-
-
-def chunk(
-    cid: str,
-    text: str,
-    *,
-    tenant: str = "acme",
-    source: str = "guide",
-    version: str = "v1",
-    parent: str | None = "p-guide",
-    acl: Sequence[str] = ("public",),
-    start: int = 0,
-    vector: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
-    kind: str = "child",
-) -> Chunk:
-    """One chunk with lineage; children get a vector, parents none.
-
-    Args:
-        cid: chunk_id.
-        text: Text.
-        tenant: tenant_id.
-        source: source_id.
-        version: source_version.
-        parent: parent_id (None for a parent).
-        acl: Groups allowed to read it.
-        start: Start offset in the source.
-        vector: The embedding (children).
-        kind: ``child`` or ``parent``.
-    """
-    c = Chunk(
-        chunk_id=cid,
-        source_id=source,
-        source_version=version,
-        parent_id=parent if kind == "child" else None,
-        heading_path=("Guide", source),
-        start_offset=start,
-        end_offset=start + len(text),
-        chunker_version="contract-1",
-        tenant_id=tenant,
-        acl=tuple(acl),
-        title=source,
-        text=text,
-        token_count=len(text.split()),
-        kind=kind,
-    )
-    return c.with_vector(_vec(*vector), "contract-vec") if kind == "child" else c
 
 
 def corpus() -> tuple[list[Chunk], list[Chunk]]:

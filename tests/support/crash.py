@@ -17,46 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from es_rag.embedded.backend import EmbeddedBackend
-from es_rag.records import Chunk
+from tests.support.chunks import chunk
 
 KILLED = 86
 """Exit status of a process killed at its write point."""
-
-
-def chunk(
-    cid: str,
-    text: str,
-    *,
-    tenant: str = "acme",
-    source: str = "guide",
-    version: str = "v1",
-    parent: str = "p-guide",
-    start: int = 0,
-    vector: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0),
-    kind: str = "child",
-) -> Chunk:
-    """One chunk with lineage (:func:`tests.support.contract.chunk`'s shape; that module imports the double's client,
-    a second a process, and the harness starts one process per write point)."""
-    c = Chunk(
-        chunk_id=cid,
-        source_id=source,
-        source_version=version,
-        parent_id=parent if kind == "child" else None,
-        heading_path=("Guide", source),
-        start_offset=start,
-        end_offset=start + len(text),
-        chunker_version="crash-1",
-        tenant_id=tenant,
-        acl=("public",),
-        title=source,
-        text=text,
-        token_count=len(text.split()),
-        kind=kind,
-    )
-    return c.with_vector(np.asarray(vector, dtype=np.float32), "crash-vec") if kind == "child" else c
 
 
 def state_a(backend: EmbeddedBackend) -> None:
