@@ -18,6 +18,7 @@ as ``multi_match`` does, and a field the index lacks scores nothing (Elasticsear
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -132,6 +133,7 @@ class EmbeddedBackend:
         self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
         self._commit: int | None = None  # the commit the documents in memory are, None once written to
+        self._committed = ""  # _registry_state() of that commit
         self.embedding_model: str | None = None
         """The embedding model the index was built with (``embedding_model`` as the ingest was given it), saved in its
         manifest: a search left to ``embedding_model = "auto"`` uses it (:func:`es_rag.wiring.index_settings`)."""
@@ -164,6 +166,7 @@ class EmbeddedBackend:
             self._vectors[doc["chunk_id"]] = vec
         self._parents = {doc["chunk_id"]: doc for doc in snap.parents}
         self.versions = snap.versions
+        self._committed = self._registry_state()
         self._dirty = True
         self._embedding = None
 
@@ -175,6 +178,8 @@ class EmbeddedBackend:
         """
         if self.directory is None:
             return
+        if self._commit is not None and self._registry_state() == self._committed:
+            return  # nothing changed since the commit (an unchanged re-run): no rewrite, its token caches stay
         ids = list(self._children)
         matrix = np.stack([self._vectors[c] for c in ids]) if ids else np.zeros((0, self.dims or 0), np.float32)
         meta = {
@@ -194,6 +199,11 @@ class EmbeddedBackend:
             versions=self.versions,
         )
         self._commit = int(manifest["commit"])
+        self._committed = self._registry_state()
+
+    def _registry_state(self) -> str:
+        """What a save holds besides the documents (the registry, the embedding model), to tell a change."""
+        return json.dumps([self.versions, self.embedding_model], sort_keys=True, ensure_ascii=False)
 
     # -- writes --------------------------------------------------------------------------------
     def _prepare(self, chunk: Chunk) -> dict[str, Any]:

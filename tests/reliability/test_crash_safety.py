@@ -142,6 +142,8 @@ def test_a_full_disk_at_any_byte_changes_nothing_and_names_the_disk(
     shutil.copytree(states["folder_a"], folder)
     assert total > 2000
     for room in sorted({0, 1, *range(7, total, 97), total - 1}):
+        backend = EmbeddedBackend(folder)  # commit a (still on disk), then the same change to b
+        state_b(backend)
         written.update(n=0, room=room)
         with pytest.raises(store.DiskFull) as info:
             backend.flush()

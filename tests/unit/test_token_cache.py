@@ -68,3 +68,20 @@ def test_tokens_follow_the_commit_and_a_damaged_cache_is_only_slower(tmp_path: P
         (folder / name).write_text("{not json")
     assert _search(EmbeddedBackend(folder)) == _search(backend)  # analysed again, the cache rewritten
     assert store.read_tokens(folder / _tokens(folder)[0], {"x": 1}) is None  # another key: not read
+
+
+def test_saving_an_unchanged_index_writes_nothing_and_keeps_its_token_caches(tmp_path: Path) -> None:
+    """An unchanged re-run (incremental ingest) saved a new commit anyway, which removed the token caches and made the
+    next search analyse every chunk again."""
+    folder = tmp_path / "idx"
+    backend = EmbeddedBackend(folder)
+    state_a(backend)
+    backend.flush()
+    backend.prepare_search()
+    before = sorted(p.name for p in folder.iterdir())
+    again = EmbeddedBackend(folder)
+    again.flush()  # nothing changed: no new commit
+    assert sorted(p.name for p in folder.iterdir()) == before
+    again.versions = {**again.versions, "globex": {"active": {}}}  # the registry changed: a new commit
+    again.flush()
+    assert store.read(folder).meta["commit"] == 2  # type: ignore[union-attr]
