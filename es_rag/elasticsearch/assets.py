@@ -29,9 +29,10 @@ from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 10
+ASSET_VERSION = 11
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``. 10: the version
-registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index)."""
+registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index). 11: its
+``digests`` field (what each served source holds: an unchanged source is not embedded again)."""
 
 CHUNK_PIPELINE_ASSET = {
     VectorMode.CLIENT: "chunks",

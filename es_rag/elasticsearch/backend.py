@@ -137,7 +137,7 @@ class ElasticsearchBackend(ClusterAdmin):
     def _snapshot_flow(self, flt: SearchFilter) -> Flow[SearchFilter]:
         if flt.versions is not None:  # already a snapshot: a search reads the registry once
             return flt
-        resp = yield Send(registry_get_request(self.settings, flt.tenant_id), ignore=(404,))
+        resp = yield Send(registry_get_request(self.settings, flt.tenant_id, snapshot=True), ignore=(404,))
         if isinstance(resp, dict) and "error" in resp:
             raise ClusterError(
                 f"version registry {registry_index(self.settings)} cannot be read: {error_reason(resp)} "

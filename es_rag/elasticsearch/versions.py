@@ -12,6 +12,7 @@ from es_rag.errors import ClusterError
 from es_rag.es_request import EsRequest
 from es_rag.redact import get_logger
 from es_rag.versions.registry import (
+    DIGESTS_FIELD,
     RETIRED_FIELD,
     SOURCES_PAGE,
     WRITING_FIELD,
@@ -75,26 +76,42 @@ class EsVersionStore(RegistryOps):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _put(self, state: RegistryState, seq_no: int | None, term: int | None) -> None:
-        """Write the registry document. A registry index created before asset version 10 has no ``retired`` field
-        and its ``dynamic: strict`` mapping refuses it (``StrictDynamicMappingException``): the document is then
-        written without it, as before, and ``es-rag setup`` is named once (it adds the field to the index)."""
-        if getattr(self.backend, "registry_without_retired", False):  # learned once per backend
+        """Write the registry document. A registry index created before asset version 10 has no ``retired`` field,
+        one created before 11 no ``digests``, and its ``dynamic: strict`` mapping refuses them
+        (``StrictDynamicMappingException``): the document is then written without them, as before, and ``es-rag
+        setup`` is named once (it adds the fields to the index)."""
+        for _ in range(3):
+            self._drop_unmapped(state)
+            try:
+                self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
+                return
+            except ClusterError as exc:
+                said = str(exc.response or exc)
+                if not (exc.status == 400 and "strict_dynamic_mapping_exception" in said):
+                    raise
+                if RETIRED_FIELD in said or WRITING_FIELD in said:
+                    self.backend.registry_without_retired = True
+                    what = f"no '{RETIRED_FIELD}' field): a purge a crash interrupts cannot be resumed"
+                    version = 10
+                elif DIGESTS_FIELD in said:
+                    self.backend.registry_without_digests = True
+                    what = f"no '{DIGESTS_FIELD}' field): every ingest embeds unchanged sources again"
+                    version = 11
+                else:
+                    raise
+                log.warning(
+                    "%s",
+                    f"version registry {self.settings.index_name('versions')} predates asset version {version} ("
+                    f"{what}; run `es-rag setup` once",
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop_unmapped(self, state: RegistryState) -> None:
+        """Leave out the fields this registry's mapping was found to lack (learned once per backend)."""
+        if getattr(self.backend, "registry_without_retired", False):
             state.retired, state.writing = [], {}
-        try:
-            self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
-        except ClusterError as exc:
-            said = str(exc.response or exc)
-            refused = exc.status == 400 and "strict_dynamic_mapping_exception" in said
-            if not (refused and (RETIRED_FIELD in said or WRITING_FIELD in said)):
-                raise
-            self.backend.registry_without_retired = True
-            log.warning(
-                "%s",
-                f"version registry {self.settings.index_name('versions')} predates asset version 10 (no "
-                f"'{RETIRED_FIELD}' field): a purge a crash interrupts cannot be resumed; run `es-rag setup` once",
-            )
-            state.retired, state.writing = [], {}
-            self.backend.send(registry_put_request(self.settings, state, seq_no=seq_no, primary_term=term))
+        if getattr(self.backend, "registry_without_digests", False):
+            state.digests = {}
 
     def state(self, tenant_id: str) -> RegistryState:
         """The tenant's registry.

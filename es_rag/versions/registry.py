@@ -55,6 +55,12 @@ RETIRED_FIELD = "retired"
 """Registry field listing the hidden keys whose documents are to be deleted (the pending purge; asset version 10)."""
 WRITING_FIELD = "writing"
 """Registry field: key -> when its write began (asset version 10; an object Elasticsearch stores, never indexes)."""
+DIGESTS_FIELD = "digests"
+"""Registry field: source id -> the digest of what its active version's chunks hold (asset version 11; an object
+Elasticsearch stores, never indexes): an ingest that reads the same source with the same settings and model skips it
+(:func:`es_rag.ingest.digest.source_digest`)."""
+SNAPSHOT_FIELDS = ("hidden", SUPERSEDED_FIELD)
+"""What a search reads of the registry (:class:`VersionSnapshot`): its GET fetches only these fields."""
 ABANDONED_AFTER_S = 24 * 3600
 """A version whose write began this long ago and never committed belongs to a killed run: the next commit of the same
 source retires it (a slower ingest of one source by another process would lose its version; none takes a day)."""
@@ -189,6 +195,9 @@ class RegistryState:
     """Keys being written -> when their write began (ISO 8601, UTC). A write that never committed (its run was
     killed) is told from one still running by its age: the next commit of the same source retires a version whose
     write began more than :data:`ABANDONED_AFTER_S` ago."""
+    digests: dict[str, str] = field(default_factory=dict)
+    """Source id -> the digest of its active version's chunks (:data:`DIGESTS_FIELD`); absent: not known (written
+    before asset version 11, or failed since), so the next ingest of the source embeds it again."""
 
     @classmethod
     def from_doc(cls, tenant_id: str, doc: dict[str, Any] | None) -> RegistryState:
@@ -206,6 +215,7 @@ class RegistryState:
             {str(k): str(v) for k, v in (doc.get("superseded_by") or {}).items()},
             [str(k) for k in doc.get(RETIRED_FIELD) or []],
             {str(k): str(v) for k, v in (doc.get(WRITING_FIELD) or {}).items()},
+            {str(k): str(v) for k, v in (doc.get(DIGESTS_FIELD) or {}).items()},
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -222,6 +232,8 @@ class RegistryState:
             doc[RETIRED_FIELD] = sorted(self.retired)
         if self.writing:
             doc[WRITING_FIELD] = dict(sorted(self.writing.items()))
+        if self.digests:  # absent when empty: a registry index before asset version 11 has no such field
+            doc[DIGESTS_FIELD] = dict(sorted(self.digests.items()))
         return doc
 
     def supersede(self, source_id: str, targets: Sequence[str]) -> None:
@@ -319,6 +331,7 @@ class RegistryState:
             source_id: Source id.
         """
         self._release(source_id)
+        self.digests.pop(source_id, None)
         version = self.active.pop(source_id, None)
         if version is not None:
             key = version_key(source_id, version)
@@ -337,6 +350,7 @@ class RegistryState:
         """
         self._release(source_id)
         self.active.pop(source_id, None)
+        self.digests.pop(source_id, None)
         prefix = source_id + "@"
         self.hidden = [k for k in self.hidden if not k.startswith(prefix)]
         self.retired = [k for k in self.retired if not k.startswith(prefix)]
@@ -360,14 +374,18 @@ def _doc_path(settings: Settings, tenant_id: str) -> str:
     return f"{registry_index(settings)}/_doc/{urllib.parse.quote(tenant_id, safe='')}"
 
 
-def registry_get_request(settings: Settings, tenant_id: str) -> EsRequest:
+def registry_get_request(settings: Settings, tenant_id: str, *, snapshot: bool = False) -> EsRequest:
     """Read a tenant's registry document (real-time GET).
 
     Args:
         settings: Index prefix.
         tenant_id: The tenant.
+        snapshot: Fetch only what a search reads (:data:`SNAPSHOT_FIELDS`, ``_source_includes``: ``RestGetAction``
+            parses it with ``FetchSourceContext.parseFromRestRequest``), not ``active`` and ``digests``, which grow
+            with the tenant's sources.
     """
-    return EsRequest("GET", _doc_path(settings, tenant_id))
+    path = _doc_path(settings, tenant_id)
+    return EsRequest("GET", f"{path}?_source_includes={','.join(SNAPSHOT_FIELDS)}" if snapshot else path)
 
 
 def registry_put_request(

@@ -119,9 +119,11 @@ class VersionStore(Protocol):
         pairs: Sequence[Pair],
         supersedes: Mapping[str, Sequence[str]] | None = None,
         abandoned: Sequence[Pair] = (),
+        digests: Mapping[str, str] | None = None,
+        stale: Sequence[str] = (),
     ) -> list[Pair]:
-        """Serve ``pairs`` (and record what they supersede and what is to be deleted) in one registry write; returns
-        the retired ``(source_id, old_version)``."""
+        """Serve ``pairs`` (and record what they supersede, what is to be deleted, and the digests of what is served)
+        in one registry write; returns the retired ``(source_id, old_version)``."""
         ...
 
     def purge(self, tenant_id: str, pairs: Sequence[Pair]) -> PurgeResult:
@@ -172,6 +174,8 @@ class RegistryOps:
         pairs: Sequence[Pair],
         supersedes: Mapping[str, Sequence[str]] | None = None,
         abandoned: Sequence[Pair] = (),
+        digests: Mapping[str, str] | None = None,
+        stale: Sequence[str] = (),
     ) -> list[Pair]:
         """The atomic switch: one registry update serves ``pairs``, hides their previous versions and records them
         as ``retired`` (the pending purge, :meth:`purge_retired`), records the sources each of them supersedes
@@ -184,6 +188,10 @@ class RegistryOps:
                 ``meta.supersedes``; a committed source missing here keeps none).
             abandoned: ``(source_id, version)`` begun and partly written that will never be committed (a document
                 of the source failed).
+            digests: ``source_id -> digest`` of the sources now served whole
+                (:func:`es_rag.ingest.digest.source_digest`; committed here or rewritten in place): the next ingest
+                skips a source whose digest is unchanged.
+            stale: Sources whose recorded digest no longer describes what is stored (a document failed): forgotten.
         """
         declared = dict(supersedes or {})
         dropped = [version_key(s, v) for s, v in abandoned]
@@ -206,6 +214,9 @@ class RegistryOps:
                     retired.add((source_id, before))
                 st.supersede(source_id, declared.get(source_id, ()))
             st.abandon(dropped)
+            for source_id in stale:
+                st.digests.pop(source_id, None)
+            st.digests.update(digests or {})
             return sorted(retired)
 
         return list(self._update(tenant_id, change))

@@ -1,4 +1,4 @@
-"""What the registry's asset version 10 sends, as the strict double answers it: a field added to a live index by
+"""What the registry's asset versions 10 and 11 send, as the strict double answers it: a field added to a live index by
 ``PUT <index>/_mapping`` (``MapperService.merge``), a type change refused, and a composite aggregation over a keyword
 that is ``index: false`` (doc values kept) accepted where ``doc_values: false`` is refused."""
 
@@ -54,3 +54,58 @@ def test_a_composite_over_an_unindexed_keyword_needs_its_doc_values(doc_values: 
         assert status == 200 and buckets == [{"key": {"source_id": "a.md", "source_path": "/kb/a.md"}, "doc_count": 1}]
     else:
         assert status == 400 and "Use doc values instead" in answer["error"]["reason"]
+
+
+def test_a_registry_of_asset_version_10_is_written_without_digests_until_setup_adds_the_field(
+    caplog: pytest.LogCaptureFixture, minilm_tokenizer: object
+) -> None:
+    """Asset version 11 adds ``digests`` (what each served source holds). A registry index created before refuses it
+    (``dynamic: strict``): the ingest writes the registry without it, warns once, and embeds unchanged sources again;
+    after setup's ``PUT _mapping`` the digests are recorded and an unchanged re-run embeds nothing."""
+    from es_rag.chunking import make_chunker
+    from es_rag.ingest import SourceDoc, ingest_documents
+    from tests.support.corpus import RandomEmbedder
+    from tests.support.es_cluster import cluster_backend
+
+    backend, _, cluster = cluster_backend(S)
+    registry = S.index_name("versions")
+    cluster.indices.pop(registry)
+    for name in [n for n in cluster.index_templates if n.endswith("versions")]:  # (else it maps digests again)
+        assert cluster.handle("DELETE", f"/_index_template/{name}", "", None, {})[0] == 200
+    v10 = registry_mapping_request(S).body["properties"]
+    v10.pop("digests")
+    body = {"mappings": {"dynamic": "strict", "properties": v10}}
+    assert cluster.handle("PUT", f"/{registry}", "", body, {})[0] == 200
+    chunker = make_chunker(minilm_tokenizer, strategy="parent-child", max_tokens=24, overlap=4)
+    docs = [SourceDoc("guide", "# G\n\nWipes need a token.\n", tenant_id="acme", acl=("p",), source_version="v1")]
+    with caplog.at_level("WARNING"):
+        first = ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
+        again = ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
+    assert first.failed == again.failed == [] and first.indexed > 0 and again.unchanged == []
+    assert [r.getMessage() for r in caplog.records].count(
+        f"version registry {registry} predates asset version 11 (no 'digests' field): every ingest embeds unchanged "
+        "sources again; run `es-rag setup` once"
+    ) == 1
+    assert "digests" not in cluster.docs(registry)["acme"]
+    update = registry_mapping_request(S)
+    assert cluster.handle("PUT", f"/{registry}/_mapping", "", update.body, {})[0] == 200
+    backend.registry_without_digests = False  # what a new process (the next ingest after setup) starts with
+    ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
+    assert list(cluster.docs(registry)["acme"]["digests"]) == ["guide"]
+    last = ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
+    assert last.unchanged == ["guide"] and last.indexed == 0
+
+
+def test_a_get_with_source_includes_returns_only_those_fields() -> None:
+    """The search's registry read (``registry_get_request(snapshot=True)``): ``RestGetAction`` parses
+    ``_source_includes`` with ``FetchSourceContext.parseFromRestRequest`` (comma-separated)."""
+    from es_rag.versions.registry import registry_get_request
+
+    cluster = StrictCluster()
+    assert cluster.handle("PUT", "/es-rag-versions", "", {}, {})[0] == 200
+    doc = {"tenant_id": "acme", "active": {"a": "1"}, "hidden": ["b@2"], "digests": {"a": "sha256:x"}}
+    cluster.handle("PUT", "/es-rag-versions/_doc/acme", "", doc, {})
+    req = registry_get_request(S, "acme", snapshot=True)
+    path, _, query = req.path.partition("?")
+    status, answer = cluster.handle("GET", f"/{path}", query, None, {})
+    assert status == 200 and answer["_source"] == {"hidden": ["b@2"]}

@@ -739,9 +739,10 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     results = backend.setup()
     assert not node.calls("PUT", SETTINGS.chunk_index) and not node.calls("PUT", SETTINGS.parent_index)
     assert [r["acknowledged"] for r in results[-4:]] == ["exists", "exists", "exists", True]
-    # an existing registry gains the fields added since it was created (asset version 10: retired)
+    # an existing registry gains the fields added since it was created (asset version 10: retired; 11: digests)
     (update,) = node.calls("PUT", f"{registry}/_mapping")
-    assert update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == 10
+    assert update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == 11
+    assert update.body["properties"]["digests"] == {"type": "object", "enabled": False}
     assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 1
 
 

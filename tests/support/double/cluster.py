@@ -1449,7 +1449,12 @@ class StrictCluster:
                 return 404, {"_index": index, "_id": doc_id, "found": False}
             view = self._view(index, realtime=True)
             exclude_vectors = _param(params, "_source_exclude_vectors")
-            spec = {"exclude_vectors": False} if exclude_vectors == "false" else {}
+            spec: dict[str, Any] = {"exclude_vectors": False} if exclude_vectors == "false" else {}
+            # RestGetAction -> FetchSourceContext.parseFromRestRequest: comma-separated _source_includes/_excludes
+            for key in ("includes", "excludes"):
+                given = _param(params, f"_source_{key}")
+                if given:
+                    spec[key] = [f for f in given.split(",") if f]
             src = Searcher(
                 [view],
                 version=self.version_tuple,
