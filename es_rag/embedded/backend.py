@@ -29,11 +29,12 @@ from typing import Any
 import numpy as np
 
 from es_rag.backend import EmbeddingState, IndexReport, Retrieval, content_hash, validate_chunk_source
-from es_rag.embedded import store
+from es_rag.embedded import caches, store
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.columns import FilterColumns, exact_mask
 from es_rag.embedded.generations import live_directory
+from es_rag.embedded.ident import IdentIndex
 from es_rag.embedded.store import LOCK_TIMEOUT_S as LOCK_TIMEOUT_S  # re-exported
 from es_rag.embedded.store import write_lock as write_lock  # re-exported: es_rag.embedded.backend.write_lock
 from es_rag.embedded.versions import EmbeddedVersionStore
@@ -129,7 +130,7 @@ class EmbeddedBackend:
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._columns = FilterColumns([])
         self._bm25: dict[str, Any] = {}
-        self._ident_index: dict[str, tuple[list[list[str]], np.ndarray, dict[str, list[int]]]] = {}
+        self._ident_index: dict[str, IdentIndex] = {}
         self._groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] | None = None
         self._refresh_lock = threading.Lock()
         self._commit: int | None = None  # the commit the documents in memory are, None once written to
@@ -365,8 +366,10 @@ class EmbeddedBackend:
                 return
             ids = list(self._children)
             docs = [self._children[c] for c in ids]
+            # one float32 copy of the vectors, normalised in place (a 48 MB file makes 286 MB of vectors: three
+            # transient copies of them were the peak of an ingest's memory)
             matrix = (
-                knn_rows(np.stack([self._vectors[c] for c in ids]).astype(np.float32), self.similarity)
+                knn_rows(np.stack([self._vectors[c] for c in ids], dtype=np.float32), self.similarity, in_place=True)
                 if ids
                 else np.zeros((0, self.dims or 0), np.float32)
             )
@@ -402,54 +405,58 @@ class EmbeddedBackend:
         return self._bm25[fld]
 
     def _build_field(self, fld: str, docs: Sequence[dict[str, Any]]) -> Any | None:
-        import bm25s
-
+        """The BM25 index of one field over ``docs``; for a committed index read from (or saved to) its cache,
+        memory-mapped (:func:`es_rag.embedded.caches.cached_bm25`); None when the field is empty everywhere."""
         analyze = self._field_analyzer(fld)
         if analyze is None:
             return None
-        corpus = self._field_tokens(fld, docs, analyze)
-        if not any(corpus):  # bm25s cannot index a field that is empty in every document
-            return None
-        model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index(corpus, show_progress=False)
-        return model
 
-    def _field_tokens(
-        self,
-        fld: str,
-        docs: Sequence[dict[str, Any]],
-        analyze: Callable[[str], list[str]],
-        analyzer: str | None = None,
-    ) -> list[list[str]]:
-        """The analysed tokens of one field for every document, kept with the commit while the index is as committed
-        (:func:`es_rag.embedded.store.cached_tokens`: a cold search analysed every chunk again)."""
-        base, _, sub = fld.partition(".")
+        def build() -> Any | None:
+            import bm25s
+            from bm25s.tokenization import Tokenized
 
-        def tokens() -> list[list[str]]:
-            values = (d.get(base) or "" for d in docs)
-            return [analyze(" ".join(v) if isinstance(v, list) else str(v)) for v in values]
+            # each chunk's tokens become int32 ids at once: lists of token strings for every chunk were the peak of
+            # an ingest's memory (about 60 bytes a token)
+            base = fld.partition(".")[0]
+            vocab: dict[str, int] = {}
+            ids = []
+            for d in docs:
+                value = d.get(base) or ""
+                tokens = analyze(" ".join(value) if isinstance(value, list) else str(value))
+                ids.append(np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), np.int32, len(tokens)))
+            if not vocab:  # bm25s cannot index a field that is empty in every document
+                return None
+            model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+            model.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
+            return model
 
         if self.directory is None or self._commit is None:
-            return tokens()
-        if analyzer is None:
-            analyzer = self.languages[sub].value if sub else (self.analyzer.value if self.analyzer else "default")
+            return build()
         ids = [str(d.get("chunk_id")) for d in docs]
-        return store.cached_tokens(self.directory, self._commit, fld, analyzer, ids, tokens)
+        return caches.cached_bm25(self.directory, self._commit, fld, self._analyzer_name(fld), ids, build)
 
-    def _ident_field(self, fld: str) -> tuple[list[list[str]], np.ndarray, dict[str, list[int]]]:
-        """Identifier tokens of one field for every document, their lengths and a postings map
-        (token -> document positions), computed once per index state, not per query."""
+    def _analyzer_name(self, fld: str) -> str:
+        sub = fld.partition(".")[2]
+        return self.languages[sub].value if sub else (self.analyzer.value if self.analyzer else "default")
+
+    def _ident_field(self, fld: str) -> IdentIndex:
+        """The exact channel's index of one field (:class:`~es_rag.embedded.ident.IdentIndex`), built once per index
+        state, not per query."""
+        self._refresh()
         cached = self._ident_index.get(fld)
         if cached is None:
             docs = [self._children[cid] for cid in self._ids]
-            docs_tokens = self._field_tokens(fld, docs, identifier_analyzer, "identifier")
-            postings: dict[str, list[int]] = {}
-            for i, tokens in enumerate(docs_tokens):
-                for tok in set(tokens):
-                    postings.setdefault(tok, []).append(i)
-            lengths = np.asarray([len(t) for t in docs_tokens], dtype=np.float64)
-            cached = (docs_tokens, lengths, postings)
-            self._ident_index[fld] = cached
+
+            def build() -> IdentIndex:
+                values = (d.get(fld) or "" for d in docs)  # analysed one chunk at a time, straight into ids
+                return IdentIndex(identifier_analyzer(" ".join(v) if isinstance(v, list) else str(v)) for v in values)
+
+            if self.directory is None or self._commit is None:
+                cached = build()
+            else:
+                ids = [str(d.get("chunk_id")) for d in docs]
+                cached = caches.cached_ident(self.directory, self._commit, fld, ids, build)
+            self._ident_index = {**self._ident_index, fld: cached}
         return cached
 
     def count(self, flt: SearchFilter | None = None) -> int:
@@ -656,19 +663,16 @@ class EmbeddedBackend:
         n_docs = len(self._ids)
         scores = np.zeros(n_docs, dtype=np.float64)
         for fld in EXACT_CHANNEL_FIELDS:
-            docs_tokens, lengths, postings = self._ident_field(fld)
+            index = self._ident_field(fld)
+            lengths = index.lengths
             avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
             for ident in identifiers:
-                phrase = identifier_analyzer(ident)
-                if not phrase:
+                ids = index.phrase_ids(identifier_analyzer(ident))
+                if ids is None:
                     continue
-                # Only documents holding every token of the phrase can contain it.
-                candidates = set(postings.get(phrase[0], ()))
-                for tok in phrase[1:]:
-                    candidates &= set(postings.get(tok, ()))
                 freq = np.zeros(n_docs, dtype=np.float64)
-                for i in candidates:
-                    freq[i] = _phrase_freq(docs_tokens[i], phrase)
+                for i in index.candidates(ids):  # only documents holding every token of the phrase can contain it
+                    freq[i] = index.phrase_freq(int(i), ids)
                 df = int(np.count_nonzero(freq))
                 if df == 0:
                     continue
@@ -716,7 +720,7 @@ class EmbeddedBackend:
         return out
 
 
-def knn_rows(matrix: np.ndarray, similarity: Similarity) -> np.ndarray:
+def knn_rows(matrix: np.ndarray, similarity: Similarity, *, in_place: bool = False) -> np.ndarray:
     """The stored vectors as :func:`prepared_knn_scores` reads them, built once per index state (at the refresh after
     a write, never per query): for cosine every row divided by its norm (a zero row stays zero), else the float32
     vectors as they are.
@@ -724,11 +728,12 @@ def knn_rows(matrix: np.ndarray, similarity: Similarity) -> np.ndarray:
     Args:
         matrix: Stored vectors (float32), one per row.
         similarity: The mapping's similarity.
+        in_place: Normalise ``matrix`` itself (a float32 matrix the caller owns) rather than a copy.
     """
     if similarity is not Similarity.COSINE:
         return matrix
-    out = np.empty_like(matrix, dtype=np.float32)
-    step = 65536  # bounded temporaries: the float64 norms of one block at a time
+    out = matrix if in_place and matrix.dtype == np.float32 else np.empty_like(matrix, dtype=np.float32)
+    step = 4096  # bounded temporaries: einsum's float64 copy of one block at a time (6 MB at 384 dims)
     for start in range(0, matrix.shape[0], step):
         block = matrix[start : start + step]
         norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
@@ -802,12 +807,6 @@ def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
     if similarity is Similarity.DOT_PRODUCT and abs(sq - 1.0) >= 1e-3:
         return "The [dot_product] similarity can only be used with unit-length vectors (use cosine, or normalise)."
     return None
-
-
-def _phrase_freq(tokens: Sequence[str], phrase: Sequence[str]) -> int:
-    """How often ``phrase`` occurs contiguously in ``tokens``."""
-    n = len(phrase)
-    return sum(1 for i in range(len(tokens) - n + 1) if list(tokens[i : i + n]) == list(phrase))
 
 
 def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:

@@ -34,14 +34,13 @@ dependency, and keep the files readable with ``jq`` and ``numpy.load`` (docs/ope
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import json
 import os
 import re
 import shutil
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from es_rag.embedded.caches import CACHE_FILE
 from es_rag.errors import EsRagError
 
 FORMAT = 2
@@ -65,7 +65,6 @@ LEGACY_NAMES = {
 }
 """The data files of format 1."""
 _DATA_FILE = re.compile(r"^(chunks|vectors|parents|versions)-\d+\.(jsonl|npy|json)$")
-_TOKEN_CACHE = re.compile(r"^tokens-\d+-[A-Za-z0-9_.]+-[A-Za-z0-9_]+\.json$")
 _FULL = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 """Write errors that mean "no room": the disk or quota is full, or the file-size limit is reached."""
 _RETRIES = 20
@@ -177,7 +176,7 @@ def _stale_files(folder: Path, keep: set[str]) -> list[Path]:
     for path in folder.iterdir():
         name = path.name
         stale = (
-            _DATA_FILE.match(name) or _TOKEN_CACHE.match(name) or name in LEGACY_NAMES.values() or name.endswith(".tmp")
+            _DATA_FILE.match(name) or CACHE_FILE.match(name) or name in LEGACY_NAMES.values() or name.endswith(".tmp")
         )
         if stale and name not in keep and path.is_file():
             out.append(path)
@@ -478,91 +477,3 @@ def write_lock(
         yield
     finally:
         lock.release()
-
-
-def token_cache(folder: str | Path, commit: int, field_name: str, analyzer: str) -> Path:
-    """Where the analysed tokens of one BM25 field of commit ``commit`` are kept (:func:`read_tokens`).
-
-    Args:
-        folder: A generation's folder.
-        commit: The commit the tokens were analysed from.
-        field_name: The BM25 field (``text``, ``text.en``).
-        analyzer: The analyzer's name.
-    """
-    return Path(folder) / f"tokens-{commit:06d}-{field_name}-{analyzer}.json"
-
-
-def read_tokens(path: Path, key: dict[str, Any]) -> list[list[str]] | None:
-    """The tokens saved at ``path`` for ``key`` (the field, analyzer, es_rag version and chunk ids they were made
-    from), or None when there are none, they were made from something else, or the file does not read: a cold
-    search then analyses the field again (it is a cache, never the index).
-
-    Args:
-        path: :func:`token_cache`.
-        key: What the tokens must have been made from.
-    """
-    try:
-        saved = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(saved, dict) or saved.get("key") != key or not isinstance(saved.get("tokens"), list):
-        return None
-    return saved["tokens"]  # type: ignore[no-any-return]
-
-
-def write_tokens(path: Path, key: dict[str, Any], tokens: list[list[str]]) -> None:
-    """Save analysed tokens for :func:`read_tokens` (written to a temporary file and renamed; any failure, a full
-    disk among them, only means the next cold search analyses again).
-
-    Args:
-        path: :func:`token_cache`.
-        key: What they were made from.
-        tokens: One token list per chunk.
-    """
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"key": key, "tokens": tokens}, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        _unlink([tmp])
-
-
-def cached_tokens(
-    folder: str | Path,
-    commit: int,
-    field_name: str,
-    analyzer: str,
-    ids: Sequence[str],
-    analyse: Callable[[], list[list[str]]],
-) -> list[list[str]]:
-    """The analysed tokens of one BM25 field of a commit: read from its token cache when that was made from the same
-    field, analyzer, es_rag version and chunks, else ``analyse()`` and saved for the next cold search.
-
-    Args:
-        folder: The generation's folder.
-        commit: The commit the documents are.
-        field_name: The BM25 field.
-        analyzer: The analyzer's name.
-        ids: The chunk ids, in row order.
-        analyse: Analyses the field of every chunk.
-    """
-    path = token_cache(folder, commit, field_name, analyzer)
-    rows = f"{zlib.crc32(chr(10).join(ids).encode('utf-8')):08x}:{len(ids)}"
-    key = {"field": field_name, "analyzer": analyzer, "es_rag": _version(), "chunks": rows}
-    cached = read_tokens(path, key)
-    if cached is not None and len(cached) == len(ids):
-        return cached
-    tokens = analyse()
-    write_tokens(path, key, tokens)
-    return tokens
-
-
-@functools.cache
-def _version() -> str:
-    """es_rag's installed version: a token cache made by another version's analyzers is not read."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("es-rag")
-    except PackageNotFoundError:  # pragma: no cover - a source tree without its metadata
-        return "unknown"

@@ -1,5 +1,6 @@
-"""Cold searches (issue 31): the analysed BM25 and identifier tokens are kept with the commit they were analysed
-from, so a new process searching an unchanged index reads them instead of analysing every chunk again."""
+"""Cold searches (issue 31): each BM25 field's index (memory-mapped when read) and the identifier tokens are kept
+with the commit they were made from, so a new process searching an unchanged index reads them instead of analysing
+every chunk again."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _search(backend: EmbeddedBackend) -> list[str]:
 
 
 def _tokens(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("tokens-"))
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(("ident-", "bm25-")))
 
 
 def test_a_cold_search_reads_the_saved_tokens_and_finds_the_same(
@@ -38,7 +39,8 @@ def test_a_cold_search_reads_the_saved_tokens_and_finds_the_same(
     built.flush()
     built.prepare_search()
     saved = _tokens(folder)
-    assert "tokens-000001-text-default.json" in saved and "tokens-000001-text-identifier.json" in saved
+    assert "bm25-000001-text-default.key.json" in saved and "bm25-000001-text-default.data.npy" in saved
+    assert "ident-000001-text-identifier.key.json" in saved and "ident-000001-text-identifier.flat.npy" in saved
     expected = _search(EmbeddedBackend(folder))
     calls: list[str] = []
 
@@ -50,6 +52,9 @@ def test_a_cold_search_reads_the_saved_tokens_and_finds_the_same(
     monkeypatch.setattr(backend_module, "identifier_analyzer", counted(backend_module.identifier_analyzer))
     # no chunk analysed: every field read from its tokens; only the query's identifier, once per exact field
     assert _search(cold) == expected and calls == ["E1042"] * 3
+    text = cold._field_index("text")
+    assert isinstance(text.scores["data"], np.memmap)  # mapped from the saved file, not read into memory
+    assert isinstance(cold._ident_field("text").lengths, np.memmap)
 
 
 def test_tokens_follow_the_commit_and_a_damaged_cache_is_only_slower(tmp_path: Path) -> None:
@@ -63,11 +68,12 @@ def test_tokens_follow_the_commit_and_a_damaged_cache_is_only_slower(tmp_path: P
     backend.flush()  # the new commit removes the old commit's tokens
     assert _tokens(folder) == []
     backend.prepare_search()
-    assert _tokens(folder) and all(n.startswith("tokens-000002-") for n in _tokens(folder))
+    assert _tokens(folder) and all(n.startswith(("ident-000002-", "bm25-000002-")) for n in _tokens(folder))
+    expected = _search(backend)  # (before the damage: this process maps the files the damage rewrites in place)
     for name in _tokens(folder):
         (folder / name).write_text("{not json")
-    assert _search(EmbeddedBackend(folder)) == _search(backend)  # analysed again, the cache rewritten
-    assert store.read_tokens(folder / _tokens(folder)[0], {"x": 1}) is None  # another key: not read
+    assert _search(EmbeddedBackend(folder)) == expected  # analysed again, the cache rewritten
+    assert isinstance(EmbeddedBackend(folder)._ident_field("text").lengths, np.memmap)  # the rewritten cache is read
 
 
 def test_saving_an_unchanged_index_writes_nothing_and_keeps_its_token_caches(tmp_path: Path) -> None:
