@@ -2,7 +2,8 @@
 
 A flag is the setting's flat name with ``-`` for ``_`` (``--rerank-k`` sets ``rerank_k``); its help and
 default come from :mod:`es_rag.settings.groups`. A command names the settings it reads (:data:`Scope`):
-``--help`` shows those, one section per stage, and the parser accepts nothing else.
+``--help`` shows the common ones (:mod:`es_rag.cli.brief_help`), ``--help-all`` all of them, one section per stage, and
+the parser accepts nothing else.
 
 Settings flags default to "not given" (argparse ``SUPPRESS``), so :func:`settings_from_args` can apply,
 in order: the defaults, the command's own defaults (``setup`` keeps ``analyzer=auto``), the settings file
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
+from es_rag.cli.brief_help import hold_back
 from es_rag.errors import ConfigError
 from es_rag.settings import AUTO_MODEL, FLAT, GROUPS, Choice, Group, Settings
 
@@ -189,6 +191,7 @@ def add_settings(
         "over the defaults, under the command line",
     )
     sections: dict[str, Any] = {}
+    actions = []
     for cls in GROUPS:
         if cls.NAME not in scope:
             continue
@@ -201,7 +204,8 @@ def add_settings(
             if wanted is not None and fld.name not in wanted:
                 continue
             flag, kwargs = _argument(cls, fld, getattr(group_value, fld.name))
-            section.add_argument(flag, **kwargs)
+            actions.append(section.add_argument(flag, **kwargs))
+    hold_back(parser, actions, also=defaults or {})  # --help: the common settings and the command's own defaults
     return sections
 
 
