@@ -10,6 +10,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Haystack (tests/integrations) sends usage telemetry unless told not to; nothing leaves a test run.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+# pytest-xdist runs one worker per core: each gets its share of the CPUs for torch, not all of them
+# (es_rag/encoders/threads.py; N workers x all cores each oversubscribed the machine)
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and not os.environ.get("ES_RAG_TORCH_THREADS"):
+    _cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["ES_RAG_TORCH_THREADS"] = str(max(1, _cpus // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 # The live suite's cluster moves out of ES_URL, which the CLI follows: a command a test runs without --es stays on
 # its embedded index; the live tests read tests.support.live.LIVE_URL_ENV.
 if os.environ.get("ES_URL"):

@@ -356,6 +356,10 @@ class CrossEncoderReranker:
     def _construct(self, name: str, **kwargs: Any) -> Any:
         from sentence_transformers import CrossEncoder
 
+        from es_rag.encoders.threads import configure_torch_threads
+
+        configure_torch_threads()  # one thread per CPU this process may use
+
         if self.backend == "onnx":
             from es_rag.cross_encoder.onnx_export import require_onnx
 

