@@ -32,9 +32,10 @@ LINEAGE_FIELDS = (
 class Chunk:
     """A child chunk (retrieval unit) or a parent section (generation unit) with its lineage.
 
-    ``text == source_text[start_offset:end_offset]`` always holds for the source the chunk came from. For a
-    source whose ``text`` is markup (HTML), ``visible_text`` is what a reader or a model should see of that span
-    (tags dropped, entities decoded, no contextual prefix); None = ``text`` is already that.
+    ``text == source_text[start_offset:end_offset]`` always holds for the text the source is chunked from: a Markdown,
+    reStructuredText or plain file as read, an HTML page's visible text (:attr:`es_rag.chunking.html.HtmlLayout.clean`).
+    ``visible_text`` is set only on HTML chunks of indexes written before that (their ``text`` is the markup span);
+    None = ``text`` is what a reader or a model should see.
     """
 
     chunk_id: str
@@ -126,8 +127,8 @@ CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "e
 class Hit:
     """One retrieved candidate and the score every stage gave it (None = stage did not score it).
 
-    ``text`` is the stored span (``source[start_offset:end_offset]``, raw markup for HTML); ``visible_text`` is its
-    visible text when the chunk was written with one (HTML). What the reranker and the LLM read is
+    ``text`` is the stored span (``source[start_offset:end_offset]``; an HTML page's visible text); ``visible_text`` is
+    set only on HTML chunks an earlier version wrote as markup. What the reranker and the LLM read is
     :attr:`display_text`.
     """
 
@@ -167,9 +168,8 @@ class Hit:
 
     @property
     def display_text(self) -> str:
-        """The text a reader, the cross-encoder and the LLM see: ``visible_text`` when the chunk has one (HTML:
-        tags dropped, entities decoded), else ``text`` (Markdown, plain text, or a chunk written by another tool
-        without the field). The offsets still index the original source."""
+        """The text a reader, the cross-encoder and the LLM see: ``visible_text`` when the chunk has one (an HTML chunk
+        an earlier version wrote as markup), else ``text`` (every chunk written now, HTML included)."""
         return self.visible_text if self.visible_text is not None else self.text
 
     def replace(self, **changes: Any) -> Hit:

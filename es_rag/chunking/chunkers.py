@@ -21,8 +21,12 @@ overlap, parent size, contextual prefix, tokenizer):
   where the embedding distance between neighbouring sentences jumps (a topic change); parents as
   ``parent-child``. Its version names the embedding model, whose vectors place the boundaries.
 
-An HTML chunk also records its span's visible text in ``visible_text`` (what the reranker and the LLM read,
-:attr:`~es_rag.records.Hit.display_text`); its offsets still index the markup.
+One clean text (issue 31): an HTML source is chunked by its markup structure, but a chunk's ``text`` is its span's
+visible text and its offsets index the page's whole visible text (:attr:`~es_rag.chunking.html.HtmlLayout.clean`,
+:func:`~es_rag.chunking.html.visible_text` of the file), so BM25, the embedding model, the reranker, the context,
+``Hit.text`` and every adapter read the same words, and neighbours merge by offsets as in Markdown. (Indexes written
+before keep markup in ``text`` and the visible text in ``visible_text``; :attr:`~es_rag.records.Hit.display_text`
+reads either.)
 
 With ``contextual=True`` the text the embedding model reads is ``title \\n heading > path \\n\\n text``,
 stored in ``contextual_text`` (the chunk ``text`` stays the source span) and the prefix's tokens are
@@ -280,17 +284,15 @@ class Chunker:
         groups = self._plan(layout, prefix)
 
         def make(kind: str, span: Span, path: tuple[str, ...], parent_id: str | None) -> Chunk:
-            start, end = span
-            piece = text[start:end]
+            header = self._header(layout, *span) if kind == "child" else ""
+            if html:  # one clean text: an HTML chunk is its span's visible text, at its offsets in the page's
+                start, end, piece = layout.locate(*span)  # type: ignore[attr-defined]
+            else:
+                start, end = span
+                piece = text[start:end]
             ctx: str | None = None
-            header = self._header(layout, start, end) if kind == "child" else ""
-            # what a reader and the models see of an HTML span (no contextual prefix: ranking_text and the
-            # context name title and section themselves); Markdown/plain text is its own visible text
-            visible = layout.view(start, end) if html else None
-            if kind == "child" and (self.contextual or html or header):
-                ctx = prefix(path) + header + layout.view(start, end)
-            elif kind == "parent" and html:
-                ctx = visible
+            if kind == "child" and (self.contextual or header):
+                ctx = prefix(path) + header + piece
             return Chunk(
                 chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end, tenant_id),
                 source_id=source_id,
@@ -308,7 +310,6 @@ class Chunker:
                 kind=kind,
                 source_path=source_path,
                 contextual_text=ctx,
-                visible_text=visible,
             )
 
         parents: list[Chunk] = []

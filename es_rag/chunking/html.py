@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import html
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -38,6 +39,8 @@ BLOCK_TAGS = frozenset(
     "h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section summary table tbody td tfoot th thead tr ul".split()
 )
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
+ENTITY_RE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);?")
+"""A character reference in markup (the ``;`` is optional for some named ones)."""
 HIDDEN_TAGS = frozenset({"script", "style", "template", "head", "noscript"})
 VOID_TAGS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 PRE_TAGS = frozenset({"pre", "textarea", "listing", "plaintext"})
@@ -259,6 +262,9 @@ class HtmlLayout:
         self._nodes: dict[Span, Node] = {}
         self._tables: list[tuple[Span, Span]] = []  # (table span, header span)
         self.sections = self._sections(parser.root)
+        self._clean: str | None = None
+        self._marks: list[tuple[int, int, int]] = []
+        self._mark_starts: list[int] = []
 
     # -- visible text ------------------------------------------------------------------------
     def _runs_within(self, start: int, end: int) -> list[Span]:
@@ -280,6 +286,65 @@ class HtmlLayout:
             start: Start offset.
             end: End offset.
         """
+        return self._render(start, end, None)
+
+    @property
+    def clean(self) -> str:
+        """The document's visible text (:meth:`view` of the whole source): the text an HTML source's chunks hold and
+        their offsets index (:func:`visible_text` of the file gives it back)."""
+        if self._clean is None:
+            marks: list[tuple[int, int, int]] = []
+            self._clean = self._render(0, len(self.text), marks)
+            self._marks = marks
+            self._mark_starts = [m for m, _, _ in marks]
+        return self._clean
+
+    def locate(self, start: int, end: int) -> tuple[int, int, str]:
+        """Where the visible text of the markup span ``[start, end)`` lies in :attr:`clean`: ``(clean_start,
+        clean_end, text)`` with ``clean[clean_start:clean_end] == text == view(start, end)``.
+
+        Every text run records where its first output character landed in :attr:`clean`. A span that starts inside a
+        run (a sentence split) is searched for from that run's place; one that starts between runs begins where the
+        next run landed. A repeated phrase earlier in the page is never taken for it.
+
+        Args:
+            start: Start offset in the markup.
+            end: End offset in the markup.
+
+        Raises:
+            ValueError: The span's visible text is not in the document's (a bug: never expected).
+        """
+        clean = self.clean
+        start, end = self._out_of_entity(start), self._out_of_entity(end)
+        text = self.view(start, end)
+        i = bisect.bisect_right(self._mark_starts, start) - 1
+        if i >= 0 and self._marks[i][1] > start:  # inside run i
+            floor = self._marks[i][2]
+        else:
+            floor = self._marks[i + 1][2] if i + 1 < len(self._marks) else len(clean)
+        at = floor if clean.startswith(text, floor) else clean.find(text, floor)
+        if at < 0:  # never seen: the longest part of it that starts there, rather than a failed document
+            same = 0
+            while same < len(text) and floor + same < len(clean) and clean[floor + same] == text[same]:
+                same += 1
+            if not text[:same].strip():
+                raise ValueError(f"visible text of markup [{start}, {end}) not found in the document's: {text[:60]!r}")
+            at, text = floor, text[:same].rstrip()
+        return at, at + len(text), text
+
+    def _out_of_entity(self, offset: int) -> int:
+        """``offset``, or the start of the character reference (``&lt;``, ``&#60;``) it falls inside: a split by
+        tokens may cut one, whose halves are no visible text (``&`` and ``lt;``)."""
+        lo = max(0, offset - 40)
+        for m in ENTITY_RE.finditer(self.text, lo, min(len(self.text), offset + 40)):
+            if m.start() < offset < m.end():
+                return m.start()
+        return offset
+
+    def _render(self, start: int, end: int, marks: list[tuple[int, int, int]] | None) -> str:
+        """:meth:`view`; with ``marks``, also record ``(run start, run end, offset in the output)`` of each run that
+        is output (where its first output character landed)."""
+        length = 0
         pieces: list[str] = []
         pending = ""  # the separator owed before the next word: "", " " or "\n"
         started = False
@@ -299,7 +364,10 @@ class HtmlLayout:
                 if not started or (pieces and pieces[-1].endswith("\n")):
                     raw = raw.lstrip("\n")
                 separator = pending if started and pending == "\n" and not raw.startswith("\n") else ""
+                if marks is not None:
+                    marks.append((s, e, length + len(separator)))
                 pieces.append(separator + raw)
+                length += len(separator) + len(raw)
                 started, pending, prev_end = True, "", e
                 continue
             words = " ".join(raw.split())
@@ -311,7 +379,11 @@ class HtmlLayout:
             lead = raw[0].isspace()
             if started and not (pending == "\n" and pieces[-1].endswith("\n")):  # after a pre's own last newline
                 pieces.append(pending or (" " if lead else ""))
+                length += len(pieces[-1])
+            if marks is not None:
+                marks.append((s, e, length))
             pieces.append(words)
+            length += len(words)
             started = True
             pending = " " if raw[-1].isspace() else ""
             prev_end = e

@@ -491,8 +491,8 @@ def ingest_sources(
         )
 
         def late_vectors(doc: SourceDoc, kids: list[Chunk]) -> list[Chunk]:
-            view = HtmlLayout(doc.text).view if doc.fmt == "html" else None
-            return late_chunk_chunks(model, doc.text, kids, view=view)
+            text = HtmlLayout(doc.text).clean if doc.fmt == "html" else doc.text  # what an HTML chunk's offsets index
+            return late_chunk_chunks(model, text, kids)
 
         client_vectors = settings.encoder.vectors is VectorMode.CLIENT
         if not on_cluster:  # the embedded index remembers its model: a search left to auto uses it

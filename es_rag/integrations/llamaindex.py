@@ -98,7 +98,7 @@ class EsRagRetriever(BaseRetriever):
                 relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=hit.parent_id)
             node = TextNode(
                 id_=hit.chunk_id,
-                text=hit.display_text,  # HTML: the visible text (the offsets still index the source's markup)
+                text=hit.display_text,  # the chunk text (an index written before one clean text: its visible text)
                 metadata=meta,
                 start_char_idx=hit.start_offset,
                 end_char_idx=hit.end_offset,

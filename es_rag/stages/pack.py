@@ -2,8 +2,8 @@
 
 Blocks are counted in model tokens with a configurable tokenizer (default: the embedding model's);
 the most relevant evidence goes to the head and the tail of the context, the weakest in the middle
-("lost in the middle"). A block's text is the hit's ``display_text`` (an HTML chunk's visible text, not its
-markup), and the budget counts that rendered text; its offsets still index the original source. Each block is
+("lost in the middle"). A block's text is the hit's ``display_text`` (its text; for an HTML chunk written as markup
+by an earlier version, its visible text), and the budget counts that rendered text. Each block is
 delimited by a fence derived from a hash of all block texts,
 so retrieved text cannot forge a delimiter, and citation ids in an answer can be validated against
 the packed set with :func:`validate_citations`.

@@ -112,16 +112,16 @@ def searched(
 def test_rerank_passages_are_visible_text_without_doubled_headings(searched: Any) -> None:
     result, reranker, _ = searched
     html_hits = [h for h in result.candidates if h.source_id == "guide.html"]
-    assert html_hits and all(h.visible_text is not None for h in html_hits)
+    assert html_hits and all(h.visible_text is None for h in html_hits)  # one clean text: nothing else to show
     by_content = {content: header for header, content in reranker.passages}
+    clean = visible_text(HTML)
     for h in html_hits:
-        assert HTML[h.start_offset : h.end_offset] == h.text  # the stored text is still the markup span
-        header = by_content[h.visible_text]  # the cross-encoder read the visible text ...
-        _markup_free(h.visible_text)  # ... which holds no tag, entity, script or style
+        assert clean[h.start_offset : h.end_offset] == h.text  # offsets index the page's visible text (issue 31)
+        header = by_content[h.text]  # the cross-encoder read the visible text ...
+        _markup_free(h.text)  # ... which holds no tag, entity, script or style
         assert header.startswith("Title: Wipe & Sync guide\nSection: Remote wipe")
         # no contextual prefix in the content: title and section are said once, in the header
-        assert not h.visible_text.startswith("Wipe & Sync guide")
-    assert all(h.visible_text == visible_text(h.text) for h in html_hits)  # the span's own visible text
+        assert not h.text.startswith("Wipe & Sync guide")
     shown = "\n".join(h.display_text for h in html_hits)
     assert any(decoded in shown for decoded in ("&", "\u2014", "<5"))  # entities decoded, not dropped
     md_hits = [h for h in result.candidates if h.source_id == "faq.md"]
@@ -135,17 +135,16 @@ def test_packed_context_is_visible_text_with_source_offsets(
     ctx = result.context
     blocks = {e.citation_id: e.text for e in excerpts(ctx.text)}
     assert len(blocks) == len(ctx.citations) >= 2
-    sources = {"guide.html": HTML, "faq.md": MARKDOWN}
+    # citations index the text each source is chunked from: Markdown as written, HTML its visible text
+    sources = {"guide.html": visible_text(HTML), "faq.md": MARKDOWN}
     seen_html = False
     for c in ctx.citations:
         body = blocks[c.citation_id]
-        span = sources[c.source_id][c.start_offset : c.end_offset]  # citations index the original file
+        span = sources[c.source_id][c.start_offset : c.end_offset]
         if c.source_id == "guide.html":
             seen_html = True
             _markup_free(body)
-            assert body == visible_text(span) and body.strip()
-        else:
-            assert body == span  # Markdown: the span itself
+        assert body == span and body.strip()
     assert seen_html
     if contextual:  # expand=parent: the HTML blocks are parent sections, shown as visible text as well
         assert any(c.expanded_from for c in ctx.citations if c.source_id == "guide.html")

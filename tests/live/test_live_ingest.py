@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.chunking import StructureChunker
+from es_rag.chunking import StructureChunker, visible_text
 from es_rag.elasticsearch.backend import ElasticsearchBackend
 from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.es_request import EsRequest
@@ -62,7 +62,7 @@ def test_simulate_real_pipeline_on_real_chunks(installed: ElasticsearchBackend, 
     assert doc["_id"] == child.chunk_id
     assert doc["_source"]["version_key"] == "s@v1"
     assert doc["_source"]["contextual_text"].startswith("Guide\nGuide\n\n")
-    assert doc["_source"]["text"] == html[child.start_offset : child.end_offset]
+    assert doc["_source"]["text"] == visible_text(html)[child.start_offset : child.end_offset]  # one clean text
     assert doc["_source"]["content_hash"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import zlib
 
 import numpy as np
@@ -63,14 +64,14 @@ def test_html_sections_titles_and_hidden_content(minilm_tokenizer) -> None:  # t
     assert [s.heading_path for s in layout.sections] == [("Policy",), ("Policy", "Remote wipe"), ("Policy", "Code")]
     chunks = run(StructureChunker(minilm_tokenizer, max_tokens=200), HTML, "html")
     assert {c.title for c in chunks} == {"Acme & Co handbook"}
+    clean = visible_text(HTML)
     for c in chunks:
-        assert HTML[c.start_offset : c.end_offset] == c.text  # the raw markup span
-        assert c.contextual_text is not None
-        assert "color: red" not in c.contextual_text and "not a heading" not in c.contextual_text
-        assert "<" not in c.contextual_text  # visible text only
-        assert c.token_count == minilm_tokenizer.count(c.contextual_text)
-    table = [c for c in chunks if c.kind == "child" and "<table>" in c.text]
-    assert len(table) == 1 and "yes & no" in table[0].contextual_text and "</table>" in table[0].text
+        assert clean[c.start_offset : c.end_offset] == c.text  # one clean text: offsets index the page's visible text
+        assert "color: red" not in c.text and "not a heading" not in c.text
+        assert "<" not in c.text and c.visible_text is None  # visible text only, nothing else to show
+        assert c.token_count == minilm_tokenizer.count(c.embed_text)
+    table = [c for c in chunks if c.kind == "child" and "yes & no" in c.text]
+    assert len(table) == 1 and "Free\nyes & no" in table[0].text
 
 
 def test_html_long_table_splits_between_rows_only(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -80,12 +81,13 @@ def test_html_long_table_splits_between_rows_only(minilm_tokenizer) -> None:  # 
         c for c in run(StructureChunker(minilm_tokenizer, max_tokens=40, overlap=0), html, "html") if c.kind == "child"
     ]
     assert len(children) > 3
+    clean = visible_text(html)
     for c in children:
-        assert html[c.start_offset : c.end_offset] == c.text
+        assert clean[c.start_offset : c.end_offset] == c.text
         assert c.token_count <= 40
-        body = c.text.replace("<h1>T</h1>", "").replace("<table>", "").replace("</table>", "").strip()
-        # every child is a whole number of rows: it starts at <tr> and ends at </tr>
-        assert body.startswith("<tr>") and body.endswith("</tr>"), c.text
+        body = c.text.removeprefix("T\n")
+        # every child is a whole number of rows: it starts at a row's first cell and ends at its last
+        assert re.match(r"row \d+\n", body) and re.search(r"value \d+ with some words$", body), c.text
 
 
 def test_html_implied_end_tags_and_entities(minilm_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -103,15 +105,16 @@ def test_html_chunks_record_their_visible_text_without_contextual_prefix(minilm_
         layout = HtmlLayout(HTML)
         assert {c.kind for c in chunks} == {"parent", "child"}
         for c in chunks:
-            assert HTML[c.start_offset : c.end_offset] == c.text  # text and offsets: the markup, as before
-            assert c.visible_text == layout.view(c.start_offset, c.end_offset) == visible_text(c.text)
-            assert c.to_source()["visible_text"] == c.visible_text
-            assert "<" not in c.visible_text and "&amp;" not in c.visible_text and "color: red" not in c.visible_text
-            assert not c.visible_text.startswith("Acme & Co handbook")
+            assert layout.clean[c.start_offset : c.end_offset] == c.text  # one clean text (issue 31)
+            assert c.visible_text is None and "visible_text" not in c.to_source()
+            assert "<" not in c.text and "&amp;" not in c.text and "color: red" not in c.text
+            assert not c.text.startswith("Acme & Co handbook")
             if contextual and c.kind == "child":
                 assert c.contextual_text is not None and c.contextual_text.startswith("Acme & Co handbook\nPolicy")
-    table = next(c for c in chunks if c.kind == "child" and "<table>" in c.text)
-    assert "Free\nyes & no" in (table.visible_text or "")
+            else:
+                assert c.contextual_text is None
+    table = next(c for c in chunks if c.kind == "child" and "yes & no" in c.text)
+    assert "Free\nyes & no" in table.text
     markdown = run(make_chunker(minilm_tokenizer, strategy="parent-child", contextual=True), "# T\n\nA & <b>.\n")
     assert all(c.visible_text is None and "visible_text" not in c.to_source() for c in markdown)
 
@@ -282,8 +285,7 @@ def test_property_html_offsets_exact(minilm_tokenizer, text) -> None:  # type: i
     except InputError:
         assert not text.strip()
         return
-    _check(minilm_tokenizer, chunks, text, 24)
+    _check(minilm_tokenizer, chunks, visible_text(text), 24)  # offsets index the page's visible text
     for c in chunks:
-        assert "x<y" not in (c.contextual_text or "")  # script content never reaches the model
-        assert c.visible_text is not None and "x<y" not in c.visible_text
-        assert visible_text(c.text) == c.visible_text  # the span read alone gives the same visible text
+        assert "x<y" not in c.embed_text and "x<y" not in c.text  # script content never reaches the model
+        assert c.visible_text is None
