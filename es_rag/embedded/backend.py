@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,14 +29,19 @@ from typing import Any
 import numpy as np
 
 from es_rag.backend import EmbeddingState, IndexReport, Retrieval, content_hash, validate_chunk_source
-from es_rag.embedded import caches, store
+from es_rag.embedded import store
 from es_rag.embedded.analyzers import analyze as analyze  # re-export: es_rag.embedded.backend.analyze
-from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
+from es_rag.embedded.analyzers import get_analyzer
 from es_rag.embedded.columns import FilterColumns, exact_mask
 from es_rag.embedded.generations import live_directory
 from es_rag.embedded.ident import IdentIndex
+from es_rag.embedded.lexical import EXACT_CHANNEL_FIELDS as EXACT_CHANNEL_FIELDS  # re-exported
+from es_rag.embedded.lexical import LexicalChannels, field_weights
+from es_rag.embedded.lexical import _scorable_tokens as _scorable_tokens  # re-exported (tests)
 from es_rag.embedded.store import LOCK_TIMEOUT_S as LOCK_TIMEOUT_S  # re-exported
 from es_rag.embedded.store import write_lock as write_lock  # re-exported: es_rag.embedded.backend.write_lock
+from es_rag.embedded.vectors import knn_rows, prepared_knn_scores, vector_refusal
+from es_rag.embedded.vectors import knn_scores as knn_scores  # re-exported
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, InputError
 from es_rag.filters import SearchFilter
@@ -46,22 +51,11 @@ from es_rag.records import Chunk, Hit
 from es_rag.settings import Analyzer, RetrieveSettings, Settings, Similarity
 from es_rag.versions.registry import VersionSnapshot
 
-EXACT_CHANNEL_FIELDS = ("text", "title", "heading_path")
-"""The fields the exact-match channel reads, as Elasticsearch's ``<field>.ident`` subfields."""
-
 LANGUAGE_MIRRORS = {"english": Analyzer.ENGLISH, "cjk": Analyzer.CJK, "kuromoji": Analyzer.CJK}
 """The embedded mirror of each per-language analyzer of the templates (kuromoji: cjk bigrams)."""
 
 
-def _field_weights(fields: Sequence[str]) -> list[tuple[str, float]]:
-    out = []
-    for spec in fields:
-        name, _, boost = spec.partition("^")
-        out.append((name, float(boost) if boost else 1.0))
-    return out
-
-
-class EmbeddedBackend:
+class EmbeddedBackend(LexicalChannels):
     """Local backend stored in ``directory`` (created on first write).
 
     Threads: reads (searches, counts, parents, neighbours) may run at the same time -- the search structures a write
@@ -113,7 +107,7 @@ class EmbeddedBackend:
         self.b = bm25_b
         self.analyzer = None if analyzer is None else Analyzer(analyzer)
         self._analyze = get_analyzer(self.analyzer)
-        self._fields = _field_weights(tuple(bm25_fields) if bm25_fields is not None else RetrieveSettings().bm25_fields)
+        self._fields = field_weights(tuple(bm25_fields) if bm25_fields is not None else RetrieveSettings().bm25_fields)
         self.tie_breaker = float(tie_breaker)
         analyses = parse_languages(DEFAULT_LANGUAGES if languages is None else languages)
         self.languages = {a.code: LANGUAGE_MIRRORS[a.analyzer] for a in analyses}
@@ -337,7 +331,7 @@ class EmbeddedBackend:
 
         self._refresh()
         view = copy.copy(self)
-        view._fields = _field_weights(tuple(bm25_fields))
+        view._fields = field_weights(tuple(bm25_fields))
         view.tie_breaker = float(tie_breaker)
         view._field_lock = threading.Lock()  # a field the index lacks is built by the view, for the view
         return view
@@ -381,83 +375,6 @@ class EmbeddedBackend:
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
             self._groups = None  # built lazily by _neighbor_groups
             self._dirty = False
-
-    def _field_analyzer(self, fld: str) -> Callable[[str], list[str]] | None:
-        """The analyzer of a BM25 field: the configured one for a base field, the language's mirror for a
-        per-language subfield (``text.en``), None for a field the index does not have."""
-        base, _, sub = fld.partition(".")
-        if not sub:
-            return self._analyze
-        if base in LANGUAGE_FIELDS and sub in self.languages:
-            return get_analyzer(self.languages[sub])
-        return None
-
-    def _field_index(self, fld: str) -> Any | None:
-        """The BM25 index of one field (base field or per-language subfield) of the current index state, built on
-        first use; None when the field does not exist or is empty in every document."""
-        self._refresh()
-        if fld in self._bm25:
-            return self._bm25[fld]
-        with self._field_lock:
-            if fld not in self._bm25:
-                built = self._build_field(fld, [self._children[c] for c in self._ids])
-                self._bm25 = {**self._bm25, fld: built}  # a new dict: a concurrent read keeps a consistent one
-        return self._bm25[fld]
-
-    def _build_field(self, fld: str, docs: Sequence[dict[str, Any]]) -> Any | None:
-        """The BM25 index of one field over ``docs``; for a committed index read from (or saved to) its cache,
-        memory-mapped (:func:`es_rag.embedded.caches.cached_bm25`); None when the field is empty everywhere."""
-        analyze = self._field_analyzer(fld)
-        if analyze is None:
-            return None
-
-        def build() -> Any | None:
-            import bm25s
-            from bm25s.tokenization import Tokenized
-
-            # each chunk's tokens become int32 ids at once: lists of token strings for every chunk were the peak of
-            # an ingest's memory (about 60 bytes a token)
-            base = fld.partition(".")[0]
-            vocab: dict[str, int] = {}
-            ids = []
-            for d in docs:
-                value = d.get(base) or ""
-                tokens = analyze(" ".join(value) if isinstance(value, list) else str(value))
-                ids.append(np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), np.int32, len(tokens)))
-            if not vocab:  # bm25s cannot index a field that is empty in every document
-                return None
-            model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-            model.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
-            return model
-
-        if self.directory is None or self._commit is None:
-            return build()
-        ids = [str(d.get("chunk_id")) for d in docs]
-        return caches.cached_bm25(self.directory, self._commit, fld, self._analyzer_name(fld), ids, build)
-
-    def _analyzer_name(self, fld: str) -> str:
-        sub = fld.partition(".")[2]
-        return self.languages[sub].value if sub else (self.analyzer.value if self.analyzer else "default")
-
-    def _ident_field(self, fld: str) -> IdentIndex:
-        """The exact channel's index of one field (:class:`~es_rag.embedded.ident.IdentIndex`), built once per index
-        state, not per query."""
-        self._refresh()
-        cached = self._ident_index.get(fld)
-        if cached is None:
-            docs = [self._children[cid] for cid in self._ids]
-
-            def build() -> IdentIndex:
-                values = (d.get(fld) or "" for d in docs)  # analysed one chunk at a time, straight into ids
-                return IdentIndex(identifier_analyzer(" ".join(v) if isinstance(v, list) else str(v)) for v in values)
-
-            if self.directory is None or self._commit is None:
-                cached = build()
-            else:
-                ids = [str(d.get("chunk_id")) for d in docs]
-                cached = caches.cached_ident(self.directory, self._commit, fld, ids, build)
-            self._ident_index = {**self._ident_index, fld: cached}
-        return cached
 
     def count(self, flt: SearchFilter | None = None) -> int:
         """Number of child chunks stored (only those ``flt`` allows, when given).
@@ -538,56 +455,6 @@ class EmbeddedBackend:
         cid = self._ids[i]
         return Hit.from_source(self._children[cid], vector=self._vectors[cid])
 
-    def bm25(
-        self,
-        query_text: str,
-        flt: SearchFilter,
-        k: int,
-        *,
-        mask: np.ndarray | None = None,
-        fields: Sequence[str] | None = None,
-    ) -> list[Hit]:
-        """Filtered BM25 top k (multi_match best_fields over the fields, with tie_breaker).
-
-        Args:
-            query_text: The query.
-            flt: Hard filter, applied before the top k.
-            k: Number of hits.
-            mask: Precomputed filter mask (internal reuse).
-            fields: ``field^boost`` items to search (a query language's subfields, :func:`es_rag.query.bm25_route`);
-                None: the configured ``bm25_fields``.
-        """
-        self._refresh()
-        if not self._ids:
-            return []
-        mask = self._mask(flt) if mask is None else mask
-        best = np.zeros(len(self._ids), dtype=np.float64)
-        total = np.zeros(len(self._ids), dtype=np.float64)
-        analysed: dict[Callable[[str], list[str]], list[str]] = {}
-        for fld, boost in self._fields if fields is None else _field_weights(fields):
-            model = self._field_index(fld)
-            analyze = self._field_analyzer(fld)
-            if model is None or analyze is None:
-                continue
-            tokens = analysed.get(analyze)
-            if tokens is None:
-                tokens = analysed[analyze] = analyze(query_text)
-            if not tokens:
-                continue
-            known = _scorable_tokens(model, tokens)
-            if not known:
-                continue
-            # bm25s "lucene" omits the (k1 + 1) numerator; Elasticsearch's LegacyBM25Similarity keeps it
-            # (explain shows it as "boost 2.2" at k1 1.2), so scores here equal the cluster's.
-            field_scores = boost * (self.k1 + 1.0) * np.asarray(model.get_scores(known), dtype=np.float64)
-            best = np.maximum(best, field_scores)
-            total += field_scores
-        if self.tie_breaker:
-            best = best + self.tie_breaker * (total - best)
-        best[~mask] = 0.0
-        order = np.argsort(-best, kind="stable")
-        return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in order[:k] if best[i] > 0]
-
     def knn(self, query_vector: np.ndarray, flt: SearchFilter, k: int, *, mask: np.ndarray | None = None) -> list[Hit]:
         """Exact filtered kNN, scored as Elasticsearch scores the configured similarity (:func:`knn_scores`).
 
@@ -640,49 +507,6 @@ class EmbeddedBackend:
         notes = plan.notes
         return Retrieval(channels=channels, fused=None, path="embedded", took_ms=took, notes=notes)
 
-    def exact(
-        self, identifiers: Sequence[str], flt: SearchFilter, k: int, *, mask: np.ndarray | None = None
-    ) -> list[Hit]:
-        """Filtered exact-match top k: the mirror of :func:`es_rag.elasticsearch.bodies.exact_query`.
-
-        Each identifier is a phrase of :func:`~es_rag.embedded.analyzers.identifier_analyzer` matched contiguously
-        in the same tokens of ``text``, ``title`` and ``heading_path`` (the ``.ident`` subfields); a
-        document matches when any phrase occurs; its score sums, per (identifier, field) clause, Lucene's
-        BM25 with the phrase as the term (phrase frequency, document frequency over the whole index).
-
-        Args:
-            identifiers: Identifier-like query tokens.
-            flt: Hard filter, applied before the top k.
-            k: Number of hits.
-            mask: Precomputed filter mask (internal reuse).
-        """
-        self._refresh()
-        if not self._ids or not identifiers:
-            return []
-        mask = self._mask(flt) if mask is None else mask
-        n_docs = len(self._ids)
-        scores = np.zeros(n_docs, dtype=np.float64)
-        for fld in EXACT_CHANNEL_FIELDS:
-            index = self._ident_field(fld)
-            lengths = index.lengths
-            avg = float(lengths.mean()) if n_docs and lengths.mean() > 0 else 1.0
-            for ident in identifiers:
-                ids = index.phrase_ids(identifier_analyzer(ident))
-                if ids is None:
-                    continue
-                freq = np.zeros(n_docs, dtype=np.float64)
-                for i in index.candidates(ids):  # only documents holding every token of the phrase can contain it
-                    freq[i] = index.phrase_freq(int(i), ids)
-                df = int(np.count_nonzero(freq))
-                if df == 0:
-                    continue
-                idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-                norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
-                scores += np.where(freq > 0, idf * freq * (self.k1 + 1.0) / (freq + norm), 0.0)
-        scores[~mask] = 0.0
-        order = np.argsort(-scores, kind="stable")
-        return [self._hit(int(i)).replace(exact_score=float(scores[i])) for i in order[:k] if scores[i] > 0]
-
     def get_parents(self, parent_ids: Sequence[str], flt: SearchFilter) -> dict[str, Hit]:
         """Parents by id, only those the filter allows.
 
@@ -718,104 +542,3 @@ class EmbeddedBackend:
             after = [d for d in same if int(d["start_offset"]) > a.start_offset][:window]
             out[a.chunk_id] = [Hit.from_source(d) for d in before + after]
         return out
-
-
-def knn_rows(matrix: np.ndarray, similarity: Similarity, *, in_place: bool = False) -> np.ndarray:
-    """The stored vectors as :func:`prepared_knn_scores` reads them, built once per index state (at the refresh after
-    a write, never per query): for cosine every row divided by its norm (a zero row stays zero), else the float32
-    vectors as they are.
-
-    Args:
-        matrix: Stored vectors (float32), one per row.
-        similarity: The mapping's similarity.
-        in_place: Normalise ``matrix`` itself (a float32 matrix the caller owns) rather than a copy.
-    """
-    if similarity is not Similarity.COSINE:
-        return matrix
-    out = matrix if in_place and matrix.dtype == np.float32 else np.empty_like(matrix, dtype=np.float32)
-    step = 4096  # bounded temporaries: einsum's float64 copy of one block at a time (6 MB at 384 dims)
-    for start in range(0, matrix.shape[0], step):
-        block = matrix[start : start + step]
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        norms[norms == 0] = 1.0
-        out[start : start + step] = block / norms[:, None]
-    return out
-
-
-def prepared_knn_scores(rows: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:
-    """:func:`knn_scores` over rows prepared by :func:`knn_rows`, without copying them: one float32 matrix-vector
-    product per query (cosine: against the unit query). The scores equal :func:`knn_scores` within float32 rounding
-    (``tests/unit/test_embedded_backend.py`` checks 1e-6 and the same ranking), as Lucene also scores float vectors
-    in float32.
-
-    Args:
-        rows: :func:`knn_rows` of the stored vectors.
-        query: Query vector.
-        similarity: The mapping's similarity.
-    """
-    q = np.asarray(query, dtype=np.float32).reshape(-1)
-    if similarity is Similarity.COSINE:
-        norm = float(np.linalg.norm(q.astype(np.float64)))
-        unit = (q.astype(np.float64) / norm).astype(np.float32) if norm else q
-        return (1.0 + (rows @ unit).astype(np.float64)) / 2.0
-    if similarity is Similarity.L2_NORM:
-        return knn_scores(rows, q, similarity)
-    dots = (rows @ q).astype(np.float64)
-    if similarity is Similarity.DOT_PRODUCT:
-        return np.maximum(0.0, (1.0 + dots) / 2.0)
-    return np.where(dots < 0, 1.0 / (1.0 - np.minimum(dots, 0.0)), dots + 1.0)
-
-
-def knn_scores(matrix: np.ndarray, query: np.ndarray, similarity: Similarity) -> np.ndarray:
-    """The kNN ``_score`` of every row for ``query``, as ``DenseVectorFieldMapper.VectorSimilarity`` and Lucene's
-    ``VectorSimilarityFunction`` compute it for float vectors: cosine ``(1 + cos) / 2``, dot_product
-    ``max(0, (1 + dot) / 2)``, l2_norm ``1 / (1 + d^2)``, max_inner_product ``dot < 0 ? 1 / (1 - dot) : dot + 1``.
-
-    Args:
-        matrix: Stored vectors, one per row.
-        query: Query vector.
-        similarity: The mapping's similarity.
-    """
-    m = matrix.astype(np.float64)
-    q = query.astype(np.float64)
-    dots = m @ q
-    scores: np.ndarray
-    if similarity is Similarity.COSINE:
-        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
-        norms[norms == 0] = 1.0
-        scores = (1.0 + dots / norms) / 2.0
-    elif similarity is Similarity.DOT_PRODUCT:
-        scores = np.maximum(0.0, (1.0 + dots) / 2.0)
-    elif similarity is Similarity.L2_NORM:
-        scores = 1.0 / (1.0 + np.sum((m - q) ** 2, axis=1))
-    else:
-        scores = np.where(dots < 0, 1.0 / (1.0 - np.minimum(dots, 0.0)), dots + 1.0)
-    return scores
-
-
-def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
-    """Why Elasticsearch refuses to index ``vector`` under ``similarity`` (``DenseVectorFieldMapper``'s index-time
-    checks), or None: cosine refuses a zero vector, dot_product a vector whose squared length is not 1 (within 1e-3).
-
-    Args:
-        vector: The document vector.
-        similarity: The mapping's similarity.
-    """
-    sq = float(np.dot(vector.astype(np.float64), vector.astype(np.float64)))
-    if similarity is Similarity.COSINE and sq == 0.0:
-        return "The [cosine] similarity does not support vectors with zero magnitude."
-    if similarity is Similarity.DOT_PRODUCT and abs(sq - 1.0) >= 1e-3:
-        return "The [dot_product] similarity can only be used with unit-length vectors (use cosine, or normalise)."
-    return None
-
-
-def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:
-    """The query tokens a bm25s model can score.
-
-    bm25s keeps ``""`` in ``vocab_dict`` with an id past the end of its score matrix (one row per indexed
-    term, ``len(indptr) - 1``), and ``get_scores`` raises for such an id; an empty string is never a term
-    of Elasticsearch's index either, so both are dropped here rather than trusted.
-    """
-    vocab: dict[str, int] = model.vocab_dict
-    n_terms = len(model.scores["indptr"]) - 1
-    return [t for t in tokens if t and vocab.get(t, n_terms) < n_terms]

@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_rag.embedded import backend as backend_module
-from es_rag.embedded import store
+from es_rag.embedded import lexical, store
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
@@ -49,7 +48,7 @@ def test_a_cold_search_reads_the_saved_tokens_and_finds_the_same(
 
     cold = EmbeddedBackend(folder)
     cold._analyze = counted(cold._analyze)
-    monkeypatch.setattr(backend_module, "identifier_analyzer", counted(backend_module.identifier_analyzer))
+    monkeypatch.setattr(lexical, "identifier_analyzer", counted(lexical.identifier_analyzer))
     # no chunk analysed: every field read from its tokens; only the query's identifier, once per exact field
     assert _search(cold) == expected and calls == ["E1042"] * 3
     text = cold._field_index("text")
