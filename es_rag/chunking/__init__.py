@@ -12,8 +12,8 @@ from es_rag.chunking.chunkers import (
     RecursiveChunker,
     Strategy,
     StructureChunker,
-    make_chunker,
 )
+from es_rag.chunking.factory import make_chunker
 from es_rag.chunking.html import HtmlLayout, visible_text
 from es_rag.chunking.markdown import Section, TextLayout, parse_markdown, parse_plain
 from es_rag.chunking.spans import stable_chunk_id

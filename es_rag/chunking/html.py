@@ -31,8 +31,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from es_rag.chunking.markdown import Section
-from es_rag.chunking.spans import Span, line_starts, sentences_in, trim
+from es_rag.chunking.spans import Section, Span, line_starts, sentences_in, trim
 
 BLOCK_TAGS = frozenset(
     "address article aside blockquote caption dd details div dl dt fieldset figcaption figure footer form "

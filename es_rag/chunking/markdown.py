@@ -7,18 +7,8 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
+from es_rag.chunking.spans import Section as Section  # re-exported
 from es_rag.chunking.spans import Span, line_starts, lines_in, sentences_in, trim
-
-
-@dataclass(frozen=True)
-class Section:
-    """A heading-delimited region of a source: its heading path, span and block spans."""
-
-    heading_path: tuple[str, ...]
-    start: int
-    end: int
-    blocks: tuple[Span, ...]
-
 
 _FRONT_MATTER_RE = re.compile(
     r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE

@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from es_rag.chunking.markdown import Section
-from es_rag.chunking.spans import Span, line_starts, trim
+from es_rag.chunking.spans import Section, Span, line_starts, trim
 
 _ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+\s*$")
 

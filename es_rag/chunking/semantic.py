@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 
 from es_rag.chunking.chunkers import Layout, Strategy, StructureChunker, _Group
-from es_rag.chunking.markdown import Section
-from es_rag.chunking.spans import sentences_in
+from es_rag.chunking.spans import Section, sentences_in
 from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError
 

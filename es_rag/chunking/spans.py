@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from es_rag.encoders.tokenizer import Tokenizer
 
@@ -12,6 +13,16 @@ SENTENCE_RE = re.compile(r".+?(?:[。！？]+[」』）)]*|[.!?]+(?=\s)|$)", re.
 """A sentence: up to Japanese ``。！？`` (with closing brackets), ``.!?`` before whitespace, or the end."""
 
 Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading-delimited region of a source: its heading path, span and block spans."""
+
+    heading_path: tuple[str, ...]
+    start: int
+    end: int
+    blocks: tuple[Span, ...]
 
 
 def stable_chunk_id(

