@@ -32,11 +32,18 @@ from es_rag.elasticsearch.responses import (
     server_chunk_note,
 )
 from es_rag.elasticsearch.versions import EsVersionStore
+from es_rag.elasticsearch.wrappers import (
+    diversify_blocker_of,
+    diversify_spec,
+    es_rerank_blocker_of,
+    hit_indices,
+    refused_wrapper,
+)
 from es_rag.errors import BulkStopped, ClusterError, ConfigError, InputError, LicenseError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.flows import adrive, drive
-from es_rag.query import diversify_blocker, es_rerank_blocker, plan_search, semantic_mode
+from es_rag.query import plan_search, semantic_mode
 from es_rag.records import CHANNEL_SCORE_FIELD, Chunk, Hit
 from es_rag.settings import MmrPath, Settings, VectorMode
 from es_rag.versions.registry import VersionSnapshot, registry_get_request, registry_index
@@ -283,12 +290,12 @@ class ElasticsearchBackend(ClusterAdmin):
         method = plan.method
         licence_fallback = False
         native = plan.native
-        rerank_why = self._es_rerank_blocker(settings, native, version, caps)
+        rerank_why = es_rerank_blocker_of(settings, native, version, caps)
         es_rerank = rerank_why is None
         inference_id = settings.rerank.inference_id
         if native:
             while True:
-                mmr_why = self._diversify_blocker(settings, native, es_rerank, query_vector is not None, version, caps)
+                mmr_why = diversify_blocker_of(settings, native, es_rerank, query_vector is not None, version, caps)
                 diversify = mmr_why is None
                 try:
                     resp, reqs = yield from self._search_flow(
@@ -303,7 +310,7 @@ class ElasticsearchBackend(ClusterAdmin):
                         diversify=diversify,
                     )
                 except (LicenseError, ClusterError) as exc:
-                    refused = self._refused_wrapper(exc, es_rerank=es_rerank, diversify=diversify)
+                    refused = refused_wrapper(exc, es_rerank=es_rerank, diversify=diversify)
                     if refused is None:
                         if isinstance(exc, LicenseError):
                             licence_fallback = True
@@ -342,7 +349,7 @@ class ElasticsearchBackend(ClusterAdmin):
                     fused = [h.replace(rerank_score=h.fused_score, reranker_model=f"es:{inference_id}") for h in fused]
                 if semantic_mode(settings):
                     notes.append(server_chunk_note(hits))
-                div_spec = self._diversify_spec(reqs) if diversify else None
+                div_spec = diversify_spec(reqs) if diversify else None
                 return Retrieval(
                     channels={},
                     fused=fused,
@@ -354,11 +361,11 @@ class ElasticsearchBackend(ClusterAdmin):
                     es_rerank_fallback=None if es_rerank or inference_id is None else rerank_why,
                     diversified=div_spec,
                     mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_why,
-                    indices=_hit_indices([resp]),
+                    indices=hit_indices([resp]),
                 )
         if inference_id is not None and es_rerank:  # native fusion refused: nothing left to wrap
             rerank_why = "client fusion path: no native retriever to wrap"
-        mmr_note = self._diversify_blocker(settings, False, False, query_vector is not None, version, caps)
+        mmr_note = diversify_blocker_of(settings, False, False, query_vector is not None, version, caps)
         resp, reqs = yield from self._search_flow(
             query_text, query_vector, flt, settings, caps, native=False, channels=plan.channels
         )
@@ -419,70 +426,8 @@ class ElasticsearchBackend(ClusterAdmin):
             licence_fallback=licence_fallback,
             es_rerank_fallback=rerank_why if inference_id is not None else None,
             mmr_note=None if settings.select.mmr_path is MmrPath.CLIENT else mmr_note,
-            indices=_hit_indices(responses),
+            indices=hit_indices(responses),
         )
-
-    @staticmethod
-    def _es_rerank_blocker(
-        settings: Settings, native: bool, version: tuple[int, ...] | None, caps: Capabilities
-    ) -> str | None:
-        """Why this search does not rerank in Elasticsearch: :func:`es_rag.query.es_rerank_blocker`, a refusal
-        learned earlier (sticky), or an endpoint the probe lists with another task type or does not list."""
-        why = es_rerank_blocker(settings, native, version)
-        if why is not None:
-            return why
-        if caps.es_rerank_refused is not None:
-            return caps.es_rerank_refused
-        inference_id = str(settings.rerank.inference_id)
-        if "_inference/_all" not in caps.unreadable:
-            info = caps.inference_endpoint_info.get(inference_id)
-            if info is None:
-                return f"inference endpoint {inference_id!r} not found (GET _inference/_all)"
-            if info.get("task_type") != "rerank":
-                return f"inference endpoint {inference_id!r} has task type {info.get('task_type')}, not rerank"
-        return None
-
-    @staticmethod
-    def _diversify_blocker(
-        settings: Settings,
-        native: bool,
-        es_rerank: bool,
-        has_vector: bool,
-        version: tuple[int, ...] | None,
-        caps: Capabilities,
-    ) -> str | None:
-        """Why MMR runs client-side for this search (None: the ``diversify`` retriever), see
-        :func:`es_rag.query.diversify_blocker`; a refusal learned earlier is sticky."""
-        why = diversify_blocker(settings, native=native, es_rerank=es_rerank, has_vector=has_vector, version=version)
-        if why is None and caps.diversify_refused is not None:
-            return caps.diversify_refused
-        return why
-
-    @staticmethod
-    def _refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> tuple[str, bool] | None:
-        """Which wrapping retriever (``text_similarity_reranker`` or ``diversify``) a refusal is about, and whether
-        it is permanent for this cluster (a licence 403, an unknown retriever); None when it is about neither.
-
-        ``LicenseUtils.newComplianceException`` names the feature (``current license is non-compliant for
-        [text_similarity_reranker]``); ``RetrieverBuilder.parseInnerRetrieverBuilder`` names an unknown retriever."""
-        if exc.status is None or not 400 <= exc.status < 500:
-            return None
-        text = str(exc)
-        for kind, active in (("text_similarity_reranker", es_rerank), ("diversify", diversify)):
-            if active and (
-                f"[{kind}]" in text or (kind == "text_similarity_reranker" and "Inference endpoint" in text)
-            ):
-                sticky = isinstance(exc, LicenseError) or f"unknown retriever [{kind}]" in text
-                return kind, sticky
-        return None
-
-    @staticmethod
-    def _diversify_spec(reqs: Sequence[EsRequest]) -> dict[str, Any] | None:
-        body = reqs[0].body if reqs else None
-        spec = (body.get("retriever") or {}).get("diversify") if isinstance(body, dict) else None
-        if not isinstance(spec, dict):
-            return None
-        return {k: spec[k] for k in ("type", "field", "lambda", "rank_window_size", "size")}
 
     def _search_flow(
         self,
@@ -609,18 +554,3 @@ class ElasticsearchBackend(ClusterAdmin):
         """
         resp = self.send(count_request(flt, self.settings))
         return int(resp.get("count", 0))
-
-
-def _hit_indices(responses: Sequence[Any]) -> tuple[str, ...]:
-    """The concrete indices (``_index``) the hits of these search answers came from."""
-    return tuple(
-        sorted(
-            {
-                str(h["_index"])
-                for r in responses
-                if isinstance(r, dict)
-                for h in (r.get("hits") or {}).get("hits", [])
-                if "_index" in h
-            }
-        )
-    )

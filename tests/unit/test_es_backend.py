@@ -887,10 +887,12 @@ def test_probe_of_an_8x_server_with_the_9x_client_names_the_fix() -> None:
 
 def test_probe_of_an_8x_server_with_the_8x_client_reaches_the_version_gate(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import es_rag.elasticsearch.cluster as cluster
+    import es_rag.elasticsearch.transport as transport
 
     backend, node = backend_on(version="8.18.2", license_type="enterprise")
     node.server_major = 8
-    monkeypatch.setattr(cluster, "client_major", lambda: 8)
+    for module in (cluster, transport):  # the probe's gate and the request headers
+        monkeypatch.setattr(module, "client_major", lambda: 8)
     caps = backend.probe()
     assert caps.native_rrf is True and caps.vectors_in_source_param is False
 
