@@ -18,7 +18,6 @@ chunks, a document failed, or its recall is lower than the live one's (``force``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,31 +40,27 @@ class EvalQuery:
     gold: tuple[str, ...] = ()
 
 
-def load_queries(path: str | Path) -> list[EvalQuery]:
-    """Read a golden JSONL file: one ``{"query": "...", "source_ids": ["...", ...]}`` per line (``source_ids``
-    optional).
+def load_queries(path: str | Path, tenant: str | None = None) -> tuple[list[EvalQuery], list[str]]:
+    """The questions of a golden JSONL file (:func:`es_rag.evaluation.golden.load_golden`, the format ``eval --golden``
+    and ``calibrate --golden`` read) that a build of ``tenant`` can answer, and a note per question left out (another
+    tenant's).
 
     Args:
         path: The file.
+        tenant: The tenant the generation is built for (None: every question).
 
     Raises:
-        ConfigError: A line that is not such an object (its number named).
+        InputError: A bad line (``FILE:LINE`` and the field named).
     """
-    out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    from es_rag.evaluation.golden import load_golden
+
+    out, notes = [], []
+    for q in load_golden(path):
+        if tenant is not None and q.tenant is not None and q.tenant != tenant:
+            notes.append(f"question {q.id} is tenant {q.tenant}'s, not {tenant}'s: left out")
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("query"), str) or not row["query"].strip():
-            raise ConfigError(f"{path}:{n}: field 'query': needs a non-empty string")
-        gold = row.get("source_ids", [])
-        if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
-            raise ConfigError(f"{path}:{n}: field 'source_ids': needs a list of source ids")
-        out.append(EvalQuery(row["query"], tuple(gold)))
-    return out
+        out.append(EvalQuery(q.question, tuple(q.gold)))
+    return out, notes
 
 
 @dataclass

@@ -97,6 +97,13 @@ def parse_question(obj: Any, where: str, line: int) -> GoldenQuestion:
     """
     if not isinstance(obj, dict):
         raise InputError(where, "question", "each line must be a JSON object")
+    if "query" in obj and "question" not in obj:  # the format reindex --queries read before there was one format
+        raise InputError(
+            where,
+            "query",
+            "the golden format names it 'question', and the answering sources 'gold' (for 'source_ids'): one "
+            "format for eval --golden, calibrate --golden and reindex --queries (docs/evaluation.md)",
+        )
     unknown = sorted(set(obj) - set(FIELDS))
     if unknown:
         raise InputError(where, unknown[0], f"unknown field; valid fields: {', '.join(FIELDS)}")

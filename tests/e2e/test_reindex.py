@@ -91,7 +91,7 @@ def test_blue_green_on_elasticsearch(cli: Any, docs: Path, models: tuple[Path, P
         assert not any("-chunks-" in n for n in cluster.indices)
 
         golden = tmp_path / "golden.jsonl"
-        golden.write_text(json.dumps({"query": "reset passwords", "source_ids": ["alpha.md"]}) + "\n")
+        golden.write_text(json.dumps({"id": "q1", "question": "reset passwords", "gold": ["alpha.md"]}) + "\n")
         code, out, err = cli(
             "reindex", str(docs), "--tenant", "acme", "--migrate", "--queries", str(golden), "--json", *es, *model(new)
         )
@@ -250,3 +250,40 @@ def test_a_new_installation_can_start_with_reindex(cli: Any, docs: Path, models:
         assert sorted(cluster.indices) == [f"es-rag-{r}-{gen}" for r in ("chunks", "parents", "versions")]
         assert set(cluster.aliases) == {"es-rag-chunks", "es-rag-parents", "es-rag-versions"}
         assert "alpha.md" in search_sources(cli, es, old)
+
+
+def test_the_demo_golden_file_gates_a_reindex(cli: Any, models: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 32 item 3: one golden format. ``reindex --queries`` reads the file ``eval --golden`` and ``calibrate
+    --golden`` read; the demo's sample folder (its manifest names the source ids its golden file judges) and its
+    golden file gate a build: recall over the build tenant's questions, another tenant's left out and said so."""
+    from es_rag.evaluation.golden import load_golden
+    from es_rag.wiring import SAMPLE_DIR
+
+    golden = SAMPLE_DIR / "golden.jsonl"
+    questions = load_golden(golden)
+    target = ["--index-dir", str(tmp_path / "idx")]
+    argv = ["reindex", str(SAMPLE_DIR), "--tenant", "acme", "--queries", str(golden), "--json", *target]
+    code, out, err = cli(*argv, *model(models[0]))
+    assert code == 0, err
+    report = json.loads(out)
+    evaluation = report["evaluation"]
+    acme = [q for q in questions if q.tenant in (None, "acme")]
+    assert acme and len(evaluation["queries"]) == len(acme)
+    assert evaluation["recall"]["new"] is not None and report["swapped"]
+    # the sources are the manifest's, the ids the golden file judges: the new generation finds them
+    found = {s for row in evaluation["queries"] for s in row["new"]}
+    assert {g for q in acme for g in q.gold} & found
+    # another tenant's build: every question is acme's, each left out and said so; a smoke query instead
+    other = ["--index-dir", str(tmp_path / "other")]
+    argv = ["reindex", str(SAMPLE_DIR), "--tenant", "globex", "--queries", str(golden), "--json", *other]
+    code, out, err = cli(*argv, *model(models[0]))
+    assert code == 0, err
+    notes = json.loads(out)["evaluation"]["notes"]
+    assert sum("left out" in n for n in notes) == len(questions) and any("smoke query" in n for n in notes)
+
+
+def test_the_old_queries_format_is_refused_with_the_new_names(cli: Any, docs: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps({"query": "reset passwords", "source_ids": ["alpha.md"]}) + "\n")
+    code, _, err = cli("reindex", str(docs), "--tenant", "acme", "--queries", str(old), "--index-dir", str(tmp_path))
+    assert code != 0 and "names it 'question'" in err and "'gold'" in err and f"{old}:1" in err

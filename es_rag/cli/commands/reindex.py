@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 from typing import Any
 
 from es_rag.cli.options import (
@@ -51,7 +52,13 @@ def register(sub: Any) -> None:
         sub: The subparsers of ``es-rag``.
     """
     p = sub.add_parser("reindex", help=HELP, description=DESCRIPTION)
-    p.add_argument("paths", nargs="*", metavar="PATH", help="files and folders to rebuild from (a build needs them)")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files and folders to rebuild from (a build needs them); one folder with a manifest.json (the demo's "
+        "sample) is read as the manifest lists it: source ids, titles, versions, ACLs",
+    )
     act = p.add_argument_group("action (one; default: build, evaluate, swap)").add_mutually_exclusive_group()
     act.add_argument("--status", action="store_true", help="list the generations and which one is live")
     act.add_argument(
@@ -68,8 +75,8 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--queries",
         metavar="FILE",
-        help='golden JSONL: {"query": ..., "source_ids": [...]} per line; recall@10 of both generations '
-        "(default: one smoke query)",
+        help="golden JSONL, the format of eval --golden (question, gold source ids, tenant; the demo's golden.jsonl "
+        "is one): recall@10 of both generations on the build tenant's questions (default: one smoke query)",
     )
     g.add_argument("--no-swap", action="store_true", help="build and evaluate only; --swap later")
     g.add_argument("--force", action="store_true", help="swap although the evaluation refused it")
@@ -185,13 +192,19 @@ def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: b
             raise EsRagError(f"reindex: {refusal}")
     generation = settings.index.generation or new_generation(settings)
     base = settings.replace(index_generation=None)
-    queries = load_queries(args.queries) if args.queries else []
+    queries, left_out = load_queries(args.queries, args.tenant) if args.queries else ([], [])
     report = IngestReport()
     acl = tuple(a for group in (args.acl or []) for a in str(group).split(",") if a) or ("public",)
     exclude = [] if on_cluster else [store.root]
-    docs = load_files(
-        args.paths, tenant_id=args.tenant, acl=acl, report=report, base_dir=args.base_dir, exclude_dirs=exclude
-    )
+    manifest = Path(args.paths[0]) / "manifest.json" if len(args.paths) == 1 else None
+    if manifest is not None and manifest.is_file():  # a corpus folder that names its documents (the demo's sample)
+        from es_rag.wiring import load_manifest
+
+        docs = [d for d in load_manifest(manifest.parent, report)[0] if d.tenant_id == args.tenant]
+    else:
+        docs = load_files(
+            args.paths, tenant_id=args.tenant, acl=acl, report=report, base_dir=args.base_dir, exclude_dirs=exclude
+        )
     live = store.live()
     new_backend = store.open_new(base, generation)
     live_backend = store.open_live(base)
@@ -221,6 +234,7 @@ def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: b
         queries=queries,
         on_cluster=on_cluster,
     )
+    result.evaluation.notes.extend(left_out)
     out = result.to_dict()
     swapped = None
     if not args.no_swap and (result.refusal is None or args.force):
