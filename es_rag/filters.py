@@ -1,4 +1,5 @@
-"""One filter model for every retriever: tenant, ACL groups, metadata terms and conditions, validity.
+"""One filter model for every retriever: tenant, ACL groups, metadata terms and conditions, validity, and the
+queries an app adds (``elasticsearch.dsl`` objects or their dicts, :mod:`es_rag.query_filters`).
 
 The same :class:`SearchFilter` renders to Elasticsearch ``filter`` clauses (placed inside every
 child retriever, never as a post-filter) and evaluates the identical predicate on the embedded
@@ -14,6 +15,7 @@ from typing import Any
 
 from es_rag.errors import ConfigError
 from es_rag.metadata import Condition, Validity, now_ms
+from es_rag.query_filters import query_clause, query_matches
 from es_rag.settings import PUBLIC_GROUP
 from es_rag.versions.registry import VersionSnapshot
 
@@ -33,6 +35,8 @@ class SearchFilter:
             (:class:`es_rag.metadata.Validity`, ``now`` by default); None serves every date.
         versions: Active-version snapshot (:class:`~es_rag.versions.registry.VersionSnapshot`); the backends set
             it on every search so only the committed version of each source is served.
+        queries: Extra filter clauses an app writes as Elasticsearch queries (``elasticsearch.dsl`` objects, their
+            dicts or JSON; :mod:`es_rag.query_filters`), placed beside the others in every retriever's filter.
     """
 
     tenant_id: str
@@ -43,6 +47,7 @@ class SearchFilter:
     # Active-version snapshot (issue 3, es_rag.versions.registry): set by the backends on every search so retired and
     # not-yet-committed source versions are excluded inside every retriever; None = no gate.
     versions: VersionSnapshot | None = None
+    queries: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.tenant_id, str) or not self.tenant_id.strip():
@@ -59,6 +64,7 @@ class SearchFilter:
             normalised[key] = values
         object.__setattr__(self, "metadata", normalised)
         object.__setattr__(self, "conditions", tuple(self.conditions))
+        object.__setattr__(self, "queries", tuple(query_clause(q) for q in self.queries))
 
     def with_versions(self, snapshot: VersionSnapshot | None) -> SearchFilter:
         """This filter with the tenant's active-version ``snapshot`` (see :mod:`es_rag.versions.registry`).
@@ -81,6 +87,7 @@ class SearchFilter:
         for key, values in self.metadata.items():
             clauses.append({"terms": {key: list(values)}})
         clauses.extend(c.to_es() for c in self.conditions)
+        clauses.extend(self.queries)
         if self.validity is not None:
             clauses.append(self.validity.to_es())
         if self.versions is not None and self.versions.restricts:
@@ -111,12 +118,14 @@ class SearchFilter:
             source: The document as stored.
             now: The request's ``now`` in epoch milliseconds (None: the current time).
         """
-        if not self.conditions and self.validity is None:
+        if not self.conditions and self.validity is None and not self.queries:
             return True
         at = now_ms() if now is None else now
         if self.validity is not None and not self.validity.matches(source, now_ms=at):
             return False
-        return all(c.matches(source, now_ms=at) for c in self.conditions)
+        if not all(c.matches(source, now_ms=at) for c in self.conditions):
+            return False
+        return all(query_matches(q, source, now_ms=at) for q in self.queries)
 
 
 def keyword_values(value: Any) -> list[str]:

@@ -40,29 +40,6 @@ class EvalQuery:
     gold: tuple[str, ...] = ()
 
 
-def load_queries(path: str | Path, tenant: str | None = None) -> tuple[list[EvalQuery], list[str]]:
-    """The questions of a golden JSONL file (:func:`es_rag.evaluation.golden.load_golden`, the format ``eval --golden``
-    and ``calibrate --golden`` read) that a build of ``tenant`` can answer, and a note per question left out (another
-    tenant's).
-
-    Args:
-        path: The file.
-        tenant: The tenant the generation is built for (None: every question).
-
-    Raises:
-        InputError: A bad line (``FILE:LINE`` and the field named).
-    """
-    from es_rag.evaluation.golden import load_golden
-
-    out, notes = [], []
-    for q in load_golden(path):
-        if tenant is not None and q.tenant is not None and q.tenant != tenant:
-            notes.append(f"question {q.id} is tenant {q.tenant}'s, not {tenant}'s: left out")
-            continue
-        out.append(EvalQuery(q.question, tuple(q.gold)))
-    return out, notes
-
-
 @dataclass
 class Evaluation:
     """What the live and the new generation hold and return."""

@@ -215,7 +215,9 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="EXPR",
         help="FIELD=V[,V...] (any of), FIELD!=V[,V...] (none of), or FIELD>=X, >X, <=X, <X on a date or number "
-        "field; a date may be 2026, 2026-04 or 2026-04-30 and keeps that granularity; repeat for AND",
+        "field; a date may be 2026, 2026-04 or 2026-04-30 and keeps that granularity; or an Elasticsearch query "
+        'as JSON (\'{"range": {"meta.published": {"gte": "now-1y"}}}\'; the embedded index evaluates term, '
+        "terms, range, exists, bool); repeat for AND",
     )
     g.add_argument(
         "--as-of",
@@ -237,11 +239,14 @@ def search_filter(args: argparse.Namespace, settings: Settings) -> Any:
     from es_rag.metadata import Validity, parse_filters
 
     as_of = getattr(args, "as_of", "now")
+    given = getattr(args, "filters", []) or []
+    queries = [g for g in given if g.lstrip().startswith("{")]  # a query in Elasticsearch's JSON (es_rag.query_filters)
     return SearchFilter(
         args.tenant,
         acl_groups(args.acl),
-        conditions=parse_filters(getattr(args, "filters", []) or [], settings.index.metadata_schema()),
+        conditions=parse_filters([g for g in given if g not in queries], settings.index.metadata_schema()),
         validity=None if as_of == "any" else Validity(as_of),
+        queries=tuple(queries),
     )
 
 

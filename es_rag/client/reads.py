@@ -56,19 +56,22 @@ class ClientReads:
         tenant: str,
         acl: Sequence[str] | str | None,
         metadata: Mapping[str, str | Sequence[str]] | None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         as_of: str | None = "now",
     ) -> SearchFilter:
         from es_rag.filters import SearchFilter
         from es_rag.metadata import Validity, parse_filters
+        from es_rag.query_filters import is_query
 
-        exprs = [filters] if isinstance(filters, str) else list(filters)
+        given = [filters] if isinstance(filters, str) or is_query(filters) else list(filters)
+        queries: list[Any] = [f for f in given if not isinstance(f, str)]  # elasticsearch.dsl queries or their dicts
         return SearchFilter(
             _tenant(tenant),
             _groups(acl),
             dict(metadata or {}),  # type: ignore[arg-type]
-            conditions=parse_filters(exprs, self._settings.index.metadata_schema()),
+            conditions=parse_filters([f for f in given if isinstance(f, str)], self._settings.index.metadata_schema()),
             validity=None if as_of is None else Validity(as_of),
+            queries=tuple(queries),
         )
 
     def search(
@@ -78,7 +81,7 @@ class ClientReads:
         tenant: str,
         acl: Sequence[str] | str = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         as_of: str | None = "now",
     ) -> SearchResult:
         """Run every stage for ``query`` under the caller's hard filter (what ``es-rag search`` prints).
@@ -89,7 +92,9 @@ class ClientReads:
             acl: The caller's ACL groups (``public`` is always added).
             metadata: Exact-match conditions on top-level keyword fields: field -> value or allowed values.
             filters: Metadata conditions as ``es-rag search --filter`` takes them (``doc_type=policy``,
-                ``published>=2023``); all apply.
+                ``published>=2023``), and ``elasticsearch.dsl`` queries or their dicts
+                (``Q("range", **{"meta.published": {"gte": "2024"}})``, :mod:`es_rag.query_filters`), placed in every
+                retriever's filter; all apply.
             as_of: Serve what is valid on this day (``YYYY-MM-DD``), ``now`` (the default), or None for every date.
 
         Raises:
@@ -117,7 +122,7 @@ class ClientReads:
         tenant: str,
         acl: Sequence[str] | str = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         as_of: str | None = "now",
     ) -> SearchResult:
         """:meth:`search` as a coroutine: the same stages and the same result, with the Elasticsearch requests
@@ -186,7 +191,7 @@ class ClientReads:
         tenant: str,
         acl: Sequence[str] | str = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         as_of: str | None = "now",
         format: str = "console",
         template: bool = False,

@@ -283,8 +283,8 @@ class FilterColumns:
         Args:
             flt: The hard filter of a query.
         """
-        if getattr(type(flt), "matches", None) is not SearchFilter.matches:
-            return False
+        if getattr(type(flt), "matches", None) is not SearchFilter.matches or bool(getattr(flt, "queries", None)):
+            return False  # (an app's query filters are evaluated per document, es_rag.query_filters)
         versions = getattr(flt, "versions", None)
         return versions is None or getattr(type(versions), "allows", None) is VersionSnapshot.allows
 

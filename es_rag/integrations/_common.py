@@ -56,13 +56,14 @@ class RetrievalScope:
         acl: The caller's ACL groups, in order, without repeats.
         metadata: Keyword field -> allowed values.
         filters: Metadata conditions as ``es-rag search --filter`` takes them (``doc_type=policy``,
-            ``published>=2023``; :mod:`es_rag.metadata`), all applied.
+            ``published>=2023``; :mod:`es_rag.metadata`) and query filters (``elasticsearch.dsl`` queries, as dicts;
+            :mod:`es_rag.query_filters`), all applied.
     """
 
     tenant: str
     acl: tuple[str, ...] = ()
     metadata: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    filters: tuple[str, ...] = ()
+    filters: tuple[Any, ...] = ()
 
     @classmethod
     def of(
@@ -70,7 +71,7 @@ class RetrievalScope:
         tenant: Any,
         acl: Sequence[str] | str | None = (),
         metadata: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
     ) -> RetrievalScope:
         """A validated scope.
 
@@ -95,10 +96,18 @@ class RetrievalScope:
         _check_mapping(metadata)
         groups = _groups(acl)
         checked = SearchFilter(tenant, groups, dict(metadata or {}))  # type: ignore[arg-type]
-        exprs = (filters,) if isinstance(filters, str) else tuple(filters)
-        if not all(isinstance(e, str) for e in exprs):
-            raise ConfigError("filters: expected expressions like 'doc_type=policy' or 'published>=2023'")
-        return cls(tenant, groups, dict(checked.metadata), exprs)
+        from es_rag.query_filters import is_query, query_clause
+
+        exprs = (filters,) if isinstance(filters, str) or is_query(filters) else tuple(filters)
+        for e in exprs:
+            if not isinstance(e, str) and not is_query(e):
+                raise ConfigError(
+                    "filters: expected expressions like 'doc_type=policy' or 'published>=2023', or elasticsearch.dsl "
+                    f"queries (Q('range', ...)) or their dicts, got {e!r}"
+                )
+        return cls(
+            tenant, groups, dict(checked.metadata), tuple(e if isinstance(e, str) else query_clause(e) for e in exprs)
+        )
 
     def narrowed(self, metadata: Mapping[str, str | Sequence[str]] | None) -> RetrievalScope:
         """This scope with more metadata conditions (a per-call filter); it can only narrow the scope.

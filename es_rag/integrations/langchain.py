@@ -23,6 +23,7 @@ from typing import Any
 
 from es_rag.errors import ConfigError
 from es_rag.integrations._common import RetrievalScope, check_client, check_top_k, missing, retrieve
+from es_rag.query_filters import is_query
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -52,11 +53,13 @@ class EsRagRetriever(BaseRetriever):
         acl: The caller's ACL groups (``public`` is always added; none = public documents only).
         metadata_filter: Exact-match conditions on keyword fields: field -> value or allowed values.
         filters: Metadata conditions in ``es-rag search --filter`` syntax (``doc_type=policy``,
-            ``published>=2023``), all applied in every retriever.
+            ``published>=2023``) and ``elasticsearch.dsl`` queries or their dicts (``Q("range", ...)``), all applied
+            in every retriever.
         top_k: Most documents returned; None = every packed block (at most ``context_k``).
         k: LangChain's name for ``top_k`` (``as_retriever``'s convention); give one of the two.
-        search_kwargs: LangChain's ``VectorStoreRetriever`` dict: ``k`` (= ``top_k``) and ``filter`` (= exact-match
-            ``metadata_filter``); any other key is refused by name.
+        search_kwargs: LangChain's ``VectorStoreRetriever`` dict: ``k`` (= ``top_k``) and ``filter`` (an exact-match
+            ``metadata_filter``, or Elasticsearch queries as ``ElasticsearchStore`` takes them); any other key is
+            refused by name.
         **kwargs: ``BaseRetriever``'s own fields (``tags``, ``metadata``: LangChain's tracing metadata).
 
     Raises:
@@ -77,13 +80,15 @@ class EsRagRetriever(BaseRetriever):
         tenant: str | None = None,
         acl: Sequence[str] | str | None = (),
         metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         top_k: int | None = None,
         k: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        top_k, metadata_filter = _langchain_conventions(top_k, k, metadata_filter, search_kwargs)
+        top_k, metadata_filter, queries = _langchain_conventions(top_k, k, metadata_filter, search_kwargs)
+        if queries:
+            filters = [*([filters] if isinstance(filters, str) or is_query(filters) else filters), *queries]
         fields: dict[str, Any] = {
             "scope": RetrievalScope.of(tenant, acl, metadata_filter, filters),
             "client": check_client(client),
@@ -115,12 +120,15 @@ def _same(name: str, a: Any, b: Any, other: str) -> Any:
 
 def _langchain_conventions(
     top_k: int | None, k: int | None, metadata_filter: Any, search_kwargs: Mapping[str, Any] | None
-) -> tuple[int | None, Any]:
-    """``top_k`` and ``metadata_filter`` with LangChain's names folded in: ``k`` and ``search_kwargs`` (``k``,
-    ``filter``). Before they were read, ``k=2`` and ``search_kwargs={"k": 2}`` were silently ignored (issue 31)."""
+) -> tuple[int | None, Any, list[Any]]:
+    """``top_k``, ``metadata_filter`` and query filters with LangChain's names folded in: ``k`` and ``search_kwargs``
+    (``k``, ``filter``). Before they were read, ``k=2`` and ``search_kwargs={"k": 2}`` were silently ignored (issue 31).
+    ``filter`` is an exact-match mapping, or, as ``ElasticsearchStore`` takes it, an Elasticsearch query (an
+    ``elasticsearch.dsl`` object or its dict) or a list of them: those are query filters
+    (:mod:`es_rag.query_filters`)."""
     top_k = _same("top_k", top_k, k, "k")
     if search_kwargs is None:
-        return top_k, metadata_filter
+        return top_k, metadata_filter, []
     if not isinstance(search_kwargs, Mapping):
         raise ConfigError(f"search_kwargs: expected a dict like {{'k': 4}}, got {type(search_kwargs).__name__}")
     unknown = sorted(set(search_kwargs) - {"k", "filter"})
@@ -130,5 +138,8 @@ def _langchain_conventions(
             "(= metadata_filter); use filters= for ranges"
         )
     top_k = _same("top_k", top_k, search_kwargs.get("k"), "search_kwargs['k']")
-    metadata_filter = _same("metadata_filter", metadata_filter, search_kwargs.get("filter"), "search_kwargs['filter']")
-    return top_k, metadata_filter
+    given = search_kwargs.get("filter")
+    if is_query(given) or (isinstance(given, list) and given and all(is_query(q) for q in given)):
+        return top_k, metadata_filter, list(given) if isinstance(given, list) else [given]
+    metadata_filter = _same("metadata_filter", metadata_filter, given, "search_kwargs['filter']")
+    return top_k, metadata_filter, []

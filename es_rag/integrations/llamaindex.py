@@ -71,7 +71,7 @@ class EsRagRetriever(BaseRetriever):
         tenant: str | None = None,
         acl: Sequence[str] | str | None = (),
         metadata_filter: Mapping[str, str | Sequence[str]] | None = None,
-        filters: Sequence[str] | str = (),
+        filters: Sequence[Any] | str | Any = (),
         top_k: int | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,

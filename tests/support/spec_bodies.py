@@ -31,6 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from elasticsearch.dsl import Q
 
 from es_rag.elasticsearch.assets import (
     index_creation_requests,
@@ -140,6 +141,15 @@ FILTERS: dict[str, SearchFilter] = {
         validity=Validity("2026-04-30"),
     ),
     "no-validity": SearchFilter("acme", validity=None),
+    # an app's elasticsearch.dsl queries (issue 32 item 4): type-checked and placed like the built-in clauses
+    "dsl-queries": SearchFilter(
+        "acme",
+        validity=None,
+        queries=(
+            Q("range", **{"meta.published": {"gte": "now-1y/d"}}) & ~Q("term", **{"meta.doc_type": "draft"}),
+            {"exists": {"field": "meta.url"}},
+        ),
+    ),
 }
 
 
@@ -193,6 +203,17 @@ FILTER_CLAUSES: dict[str, list[dict[str, Any]]] = {
         },
     ],
     "no-validity": [{"term": {"tenant_id": "acme"}}, {"terms": {"acl": ["public"]}}],
+    "dsl-queries": [
+        {"term": {"tenant_id": "acme"}},
+        {"terms": {"acl": ["public"]}},
+        {
+            "bool": {
+                "must": [{"range": {"meta.published": {"gte": "now-1y/d"}}}],
+                "must_not": [{"term": {"meta.doc_type": "draft"}}],
+            }
+        },
+        {"exists": {"field": "meta.url"}},
+    ],
 }
 
 

@@ -172,7 +172,7 @@ def _newest_staged(store: Any) -> str:
 
 def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: bool) -> int:
     from es_rag.ingest import IngestReport, load_files
-    from es_rag.reindex import build_generation, load_queries
+    from es_rag.reindex import build_generation
     from es_rag.settings import Analyzer
     from es_rag.wiring import build_embedder
 
@@ -270,3 +270,27 @@ def _print_build(out: dict[str, Any]) -> None:
         print(f"not swapped: {out['swap_refused']}")
     else:
         print("not swapped (--no-swap): es-rag reindex --swap serves it")
+
+
+def load_queries(path: str | Path, tenant: str | None = None) -> tuple[list[Any], list[str]]:
+    """The questions of a golden JSONL file (:func:`es_rag.evaluation.golden.load_golden`, the format ``eval --golden``
+    and ``calibrate --golden`` read) that a build of ``tenant`` can answer, and a note per question left out (another
+    tenant's).
+
+    Args:
+        path: The file.
+        tenant: The tenant the generation is built for (None: every question).
+
+    Raises:
+        InputError: A bad line (``FILE:LINE`` and the field named).
+    """
+    from es_rag.evaluation.golden import load_golden
+    from es_rag.reindex import EvalQuery
+
+    out, notes = [], []
+    for q in load_golden(path):
+        if tenant is not None and q.tenant is not None and q.tenant != tenant:
+            notes.append(f"question {q.id} is tenant {q.tenant}'s, not {tenant}'s: left out")
+            continue
+        out.append(EvalQuery(q.question, tuple(q.gold)))
+    return out, notes
