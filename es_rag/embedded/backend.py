@@ -40,7 +40,7 @@ from es_rag.embedded.lexical import LexicalChannels, field_weights
 from es_rag.embedded.lexical import _scorable_tokens as _scorable_tokens  # re-exported (tests)
 from es_rag.embedded.store import LOCK_TIMEOUT_S as LOCK_TIMEOUT_S  # re-exported
 from es_rag.embedded.store import write_lock as write_lock  # re-exported: es_rag.embedded.backend.write_lock
-from es_rag.embedded.vectors import knn_rows, prepared_knn_scores, vector_refusal
+from es_rag.embedded.vectors import knn_rows, prepared_knn_scores, unit_rows, vector_refusal
 from es_rag.embedded.vectors import knn_scores as knn_scores  # re-exported
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, InputError
@@ -360,18 +360,23 @@ class EmbeddedBackend(LexicalChannels):
                 return
             ids = list(self._children)
             docs = [self._children[c] for c in ids]
-            # one float32 copy of the vectors, normalised in place (a 48 MB file makes 286 MB of vectors: three
-            # transient copies of them were the peak of an ingest's memory)
-            matrix = (
-                knn_rows(np.stack([self._vectors[c] for c in ids], dtype=np.float32), self.similarity, in_place=True)
-                if ids
-                else np.zeros((0, self.dims or 0), np.float32)
-            )
+            # One float32 copy of the vectors (a 48 MB file makes 286 MB of them: three transient copies and two kept
+            # were most of an ingest's memory). Rows kNN reads as they are stored -- unit length already for cosine
+            # (sentence-transformers normalises), or any rows for the other similarities -- are the stored vectors
+            # themselves: each chunk's vector becomes a view of its row, and no second copy is kept.
+            matrix = np.zeros((0, self.dims or 0), np.float32)
+            shared = False
+            if ids:
+                stacked = np.stack([self._vectors[c] for c in ids], dtype=np.float32)
+                shared = self.similarity is not Similarity.COSINE or unit_rows(stacked)
+                matrix = stacked if shared else knn_rows(stacked, self.similarity, in_place=True)
             # The filter columns, built with the matrix in the same row order (es_rag.embedded.columns).
             columns = FilterColumns(docs)
             indices: dict[str, Any] = {fld: self._build_field(fld, docs) for fld, _ in self._fields}
             # published only when complete: a read never sees new ids with an old matrix or a half-built BM25
             self._ids, self._matrix, self._bm25, self._columns = ids, matrix, indices, columns
+            if shared:
+                self._vectors = {c: matrix[i] for i, c in enumerate(ids)}
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
             self._groups = None  # built lazily by _neighbor_groups
             self._dirty = False

@@ -95,3 +95,22 @@ def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
     if similarity is Similarity.DOT_PRODUCT and abs(sq - 1.0) >= 1e-3:
         return "The [dot_product] similarity can only be used with unit-length vectors (use cosine, or normalise)."
     return None
+
+
+UNIT_TOLERANCE = 1e-6
+"""How far from 1 a row's norm may be for :func:`unit_rows` (float32 normalisation leaves about 1e-7)."""
+
+
+def unit_rows(matrix: np.ndarray) -> bool:
+    """Whether every row has unit length within :data:`UNIT_TOLERANCE` (then cosine reads the rows as stored).
+
+    Args:
+        matrix: float32 rows.
+    """
+    step = 4096  # bounded temporaries, as knn_rows
+    for start in range(0, matrix.shape[0], step):
+        block = matrix[start : start + step]
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        if norms.size and float(np.max(np.abs(norms - 1.0))) > UNIT_TOLERANCE:
+            return False
+    return True

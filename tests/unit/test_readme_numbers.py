@@ -1,0 +1,33 @@
+"""Docs that cannot drift (issue 32 item 2): a number the README's measured section quotes names the command and the
+report file it came from, and equals what that file holds."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _measured() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text[text.index("## Measured") : text.index("## Limits, stated plainly")]
+
+
+def test_the_scifact_stage_table_is_its_report() -> None:
+    section = _measured()
+    report = "reports/scifact/result.json"
+    command = "es-rag eval --dataset ../shared/eval/scifact --split test --rerank-model none --report reports/scifact"
+    assert report in section and command in " ".join(section.split())  # named beside the numbers
+    stages = json.loads((ROOT / report).read_text(encoding="utf-8"))["stages"]
+    rows = {
+        m.group(1): [float(x) for x in m.group(2).split("|")]
+        for m in re.finditer(r"^\| (bm25|dense|hybrid)[^|]* \|([0-9.| ]+)\|$", section, re.M)
+    }
+    assert set(rows) == {"bm25", "dense", "hybrid"}, rows
+    for stage, numbers in rows.items():
+        got = stages[stage]
+        expected = [got["ndcg@10"], got["mrr@10"], got["recall@10"], got["recall@100"]]
+        assert numbers == [round(x, 4) for x in expected], (stage, numbers, expected)
