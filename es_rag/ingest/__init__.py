@@ -253,8 +253,11 @@ def ingest_documents(
     fit_samples: dict[str, list[str]] = defaultdict(list)  # per language: chunk texts the model's fit is judged on
     model_version = _skip_version(embedder, late)
     recorded: dict[str, dict[str, str]] = {}  # tenant -> source_id -> digest the registry records
+    last: dict[tuple[str, str], int] = {}  # source -> index of its last chunk in the buffer (sources not yet done)
 
-    def emit(batch: list[Chunk], tail: Sequence[Chunk]) -> None:
+    def emit(batch: list[Chunk], waiting: set[tuple[str, str]]) -> None:
+        """Embed ``batch`` and hand it to the writer, with the sources it finishes (all but those still ``waiting``
+        in the buffer)."""
         nonlocal parents, pairs
         todo = [i for i, c in enumerate(batch) if c.vector is None]  # late-chunked children already have one
         if embedder is not None and todo:
@@ -265,7 +268,6 @@ def ingest_documents(
                 batch[i] = batch[i].with_vector(v, embedder.version)
             with lock:
                 report.timings["embed"] += time.perf_counter() - t0
-        waiting = {(c.tenant_id, c.source_id) for c in tail}
         done = [(t, s, v, d) for (t, s), (v, d) in pending.items() if (t, s) not in waiting]
         for t, s, _, _ in done:
             del pending[(t, s)]
@@ -307,17 +309,29 @@ def ingest_documents(
                     pending[(c.tenant_id, c.source_id)] = (c.source_version, digest)
                     # what it supersedes (meta.supersedes), recorded by the same registry write as its switch
                     supersedes[c.tenant_id][c.source_id] = list(c.meta.get("supersedes") or ())
-            children.extend(kids)
-            parents.extend(sections)
             if embedder is not None:
                 for c in kids:
                     if c.language and len(fit_samples[c.language]) < FIT_SAMPLE_CHUNKS:
                         fit_samples[c.language].append(c.text)
-            while len(children) >= batch_size:
-                head, children = children[:batch_size], children[batch_size:]
-                emit(head, children)
+            children.extend(kids)
+            parents.extend(sections)
+            if kids:
+                last[(tenant, source_id)] = len(children) - 1  # where the source's last chunk waits in the buffer
+            # the buffer holds them now: each batch's chunks are freed once written (a 48 MB file's 186,000 chunks
+            # were all held until its last batch)
+            kids = sections = []
+            start = 0
+            while len(children) - start >= batch_size:
+                head = children[start : start + batch_size]
+                for i in range(start, start + batch_size):
+                    children[i] = None  # type: ignore[call-overload]  # written: not kept by the buffer
+                start += batch_size
+                emit(head, {key for key, at in last.items() if at >= start})
+            if start:
+                children = children[start:]
+                last = {key: at - start for key, at in last.items() if at >= start}
         if children or parents or pairs or pending:
-            emit(children, ())
+            emit(children, set())
         children = []
         writer.close()
     except BaseException:
