@@ -19,9 +19,8 @@ def _measured() -> str:
 def test_the_scifact_stage_table_is_its_report() -> None:
     section = _measured()
     report = "reports/scifact-defaults/result.json"
-    command = (
-        "es-rag eval --dataset ../shared/eval/scifact --split test --rerank-model none --report reports/scifact-defaults"
-    )
+    command = "es-rag eval --dataset ../shared/eval/scifact --split test --rerank-model none"
+    command += " --report reports/scifact-defaults"
     assert report in section and command in " ".join(section.split())  # named beside the numbers
     stages = json.loads((ROOT / report).read_text(encoding="utf-8"))["stages"]
     rows = {
