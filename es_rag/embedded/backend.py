@@ -115,6 +115,9 @@ class EmbeddedBackend(LexicalChannels):
         self._field_lock = threading.Lock()
         self._children: dict[str, dict[str, Any]] = {}
         self._vectors: dict[str, np.ndarray] = {}
+        self._packed: tuple[list[str], np.ndarray] | None = None
+        """``(ids, matrix)`` when every vector is a row of ``matrix`` in ``ids`` order (after a save or a load): the
+        refresh takes the matrix as it is instead of stacking another copy."""
         self._parents: dict[str, dict[str, Any]] = {}
         # Version registry, tenant -> registry document (es_rag.versions.registry.RegistryState.to_doc()).
         self.versions: dict[str, dict[str, Any]] = {}
@@ -159,6 +162,7 @@ class EmbeddedBackend(LexicalChannels):
         for doc, vec in zip(snap.children, snap.vectors, strict=True):
             self._children[doc["chunk_id"]] = doc
             self._vectors[doc["chunk_id"]] = vec
+        self._packed = (list(self._children), snap.vectors) if len(snap.vectors) == len(self._children) else None
         self._parents = {doc["chunk_id"]: doc for doc in snap.parents}
         self.versions = snap.versions
         self._committed = self._registry_state()
@@ -176,7 +180,16 @@ class EmbeddedBackend(LexicalChannels):
         if self._commit is not None and self._registry_state() == self._committed:
             return  # nothing changed since the commit (an unchanged re-run): no rewrite, its token caches stay
         ids = list(self._children)
-        matrix = np.stack([self._vectors[c] for c in ids]) if ids else np.zeros((0, self.dims or 0), np.float32)
+        packed = self._packed
+        if packed is not None and packed[0] == ids:
+            matrix = packed[1]
+        elif ids:
+            matrix = np.stack([self._vectors[c] for c in ids], dtype=np.float32)
+            # every vector becomes a view of its row: one copy is kept, not the per-chunk arrays and this matrix
+            self._vectors = {c: matrix[i] for i, c in enumerate(ids)}
+            self._packed = (ids, matrix)
+        else:
+            matrix = np.zeros((0, self.dims or 0), np.float32)
         meta = {
             "dims": self.dims,
             "similarity": self.similarity.value,
@@ -249,6 +262,7 @@ class EmbeddedBackend(LexicalChannels):
             self._parents[doc["chunk_id"]] = doc
             report.indexed += 1
         self._dirty = True
+        self._packed = None  # a vector may have been replaced: the next save or refresh stacks them again
         self._embedding = None
         self._commit = None
         return report
@@ -280,6 +294,7 @@ class EmbeddedBackend(LexicalChannels):
         for cid in pgone:
             del self._parents[cid]
         self._dirty = True
+        self._packed = None
         self._embedding = None
         self._commit = None
         return len(gone) + len(pgone)
@@ -367,9 +382,14 @@ class EmbeddedBackend(LexicalChannels):
             matrix = np.zeros((0, self.dims or 0), np.float32)
             shared = False
             if ids:
-                stacked = np.stack([self._vectors[c] for c in ids], dtype=np.float32)
+                packed = self._packed
+                if packed is not None and packed[0] == ids and packed[1].dtype == np.float32:
+                    stacked, owned = packed[1], False  # the vectors are its rows already (a save or a load)
+                else:
+                    stacked, owned = np.stack([self._vectors[c] for c in ids], dtype=np.float32), True
                 shared = self.similarity is not Similarity.COSINE or unit_rows(stacked)
-                matrix = stacked if shared else knn_rows(stacked, self.similarity, in_place=True)
+                matrix = stacked if shared else knn_rows(stacked, self.similarity, in_place=owned)
+                shared = shared and owned
             # The filter columns, built with the matrix in the same row order (es_rag.embedded.columns).
             columns = FilterColumns(docs)
             indices: dict[str, Any] = {fld: self._build_field(fld, docs) for fld, _ in self._fields}
@@ -377,6 +397,7 @@ class EmbeddedBackend(LexicalChannels):
             self._ids, self._matrix, self._bm25, self._columns = ids, matrix, indices, columns
             if shared:
                 self._vectors = {c: matrix[i] for i, c in enumerate(ids)}
+                self._packed = (ids, matrix)
             self._ident_index = {}  # built lazily by _ident_field: the exact channel's token lists and postings
             self._groups = None  # built lazily by _neighbor_groups
             self._dirty = False
