@@ -32,3 +32,13 @@ def test_the_scifact_stage_table_is_its_report() -> None:
         got = stages[stage]
         expected = [got["ndcg@10"], got["mrr@10"], got["recall@10"], got["recall@100"]]
         assert numbers == [round(x, 4) for x in expected], (stage, numbers, expected)
+
+
+def test_the_beir_multifield_line_is_its_report() -> None:
+    section = " ".join(_measured().split())
+    report = "reports/scifact-beir-multifield/result.json"
+    assert report in section and "--bm25-protocol beir-multifield --report reports/scifact-beir-multifield" in section
+    stages = json.loads((ROOT / report).read_text(encoding="utf-8"))["stages"]
+    m = re.search(r"\): BM25 ([0-9.]+), hybrid ([0-9.]+)\.", section)
+    assert m is not None, "the beir-multifield line"
+    assert (float(m.group(1)), float(m.group(2))) == (stages["bm25"]["ndcg@10"], stages["hybrid"]["ndcg@10"])
