@@ -42,3 +42,23 @@ def test_the_beir_multifield_line_is_its_report() -> None:
     m = re.search(r"\): BM25 ([0-9.]+), hybrid ([0-9.]+)\.", section)
     assert m is not None, "the beir-multifield line"
     assert (float(m.group(1)), float(m.group(2))) == (stages["bm25"]["ndcg@10"], stages["hybrid"]["ndcg@10"])
+
+
+def test_the_answer_coverage_row_of_rag_en_train_is_its_report() -> None:
+    section = _measured()
+    report = "reports/rag-en-train/result.json"
+    assert report in section and "--recipes all" in " ".join(section.split())
+    rows = json.loads((ROOT / report).read_text(encoding="utf-8"))["recipes"]["rows"]
+    pattern = (
+        r"^\| rag-en-train [^|]*\| \*\*([0-9.]+)\*\* \(([0-9,]+) tokens\) \| ([0-9.]+) \(([0-9,]+) tokens\) "
+        r"\| ([0-9.]+) \| ([0-9.]+) \|$"
+    )
+    m = re.search(pattern, section, re.M)
+    assert m is not None, "the rag-en-train row"
+    es, es_tokens, lc, lc_tokens, li, bm = m.groups()
+    assert float(es) == round(rows["es_rag"]["answer_coverage"], 3)
+    assert int(es_tokens.replace(",", "")) == round(rows["es_rag"]["context_tokens"])
+    assert float(lc) == round(rows["langchain"]["answer_coverage"], 3)
+    assert int(lc_tokens.replace(",", "")) == round(rows["langchain"]["context_tokens"])
+    assert float(li) == round(rows["llamaindex"]["answer_coverage"], 3)
+    assert float(bm) == round(rows["bm25"]["answer_coverage"], 3)
