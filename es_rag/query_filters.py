@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from es_rag.errors import ConfigError
-from es_rag.metadata import in_range, parse_instant, resolve_bound
+from es_rag.metadata import in_range, parse_instant, resolve_bound, within
 from es_rag.metadata.dates import render_bound
 
 EMBEDDED_QUERIES = ("term", "terms", "range", "exists", "bool", "match_all")
@@ -190,28 +190,10 @@ def _in_range(stored: Any, bounds: Mapping[str, Any], now_ms: int) -> bool:
     if isinstance(stored, (int, float)):
         return in_range("float", stored, bounds, now_ms=now_ms)
     if _is_date(str(stored)) and all(_is_date_bound(str(b)) for b in bounds.values()):
-        point = parse_instant(str(stored))
-        for op, bound in bounds.items():
-            limit = _bound_ms(str(bound), op, now_ms)
-            if (
-                (op == "gt" and not point > limit)
-                or (op == "gte" and not point >= limit)
-                or (op == "lt" and not point < limit)
-                or (op == "lte" and not point <= limit)
-            ):
-                return False
-        return True
-    text = str(stored)  # a keyword field: code-point order, as Lucene compares its terms
-    for op, bound in bounds.items():
-        b = str(bound)
-        if (
-            (op == "gt" and not text > b)
-            or (op == "gte" and not text >= b)
-            or (op == "lt" and not text < b)
-            or (op == "lte" and not text <= b)
-        ):
-            return False
-    return True
+        limits = {op: _bound_ms(str(b), op, now_ms) for op, b in bounds.items()}
+        return within(parse_instant(str(stored)), limits)
+    # a keyword field: code-point order, as Lucene compares its terms
+    return within(str(stored), {op: str(b) for op, b in bounds.items()})
 
 
 def _is_date(text: str) -> bool:

@@ -358,6 +358,17 @@ def in_range(kind: str, value: Any, bounds: Mapping[str, Any], *, now_ms: int) -
         except (TypeError, ValueError):
             return False
         limits = {op: float(b) for op, b in bounds.items()}
+    return within(point, limits)
+
+
+def within(point: Any, limits: Mapping[str, Any]) -> bool:
+    """Whether ``point`` satisfies every ``op -> limit`` (``gt``, ``gte``, ``lt``, ``lte``), compared as they are
+    (numbers, epoch milliseconds, or strings in code-point order).
+
+    Args:
+        point: The value.
+        limits: ``op -> limit`` of the same type.
+    """
     for op, limit in limits.items():
         if (
             (op == "gt" and not point > limit)
