@@ -299,19 +299,6 @@ class EmbeddedBackend(LexicalChannels):
         self._commit = None
         return len(gone) + len(pgone)
 
-    def stored_sources(self) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-        """``(tenant_id, source_id)`` -> chunk_id -> stored document (children and parents) of the version the
-        registry serves: what an ingest compares a re-read source with to skip it when nothing changed. A snapshot:
-        later writes replace documents, they do not change the ones returned."""
-        out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        for docs in (self._children, self._parents):
-            for cid, d in list(docs.items()):
-                tenant, source = str(d.get("tenant_id")), str(d.get("source_id"))
-                active = (self.versions.get(tenant) or {}).get("active") or {}
-                if active.get(source) == d.get("source_version"):
-                    out.setdefault((tenant, source), {})[cid] = d
-        return out
-
     def tenants(self) -> set[str]:
         """The tenants that have chunks in this index."""
         return {str(d.get("tenant_id")) for d in self._children.values()}
