@@ -98,7 +98,8 @@ def test_a_registry_of_asset_version_10_is_written_without_digests_until_setup_a
 
 def test_a_get_with_source_includes_returns_only_those_fields() -> None:
     """The search's registry read (``registry_get_request(snapshot=True)``): ``RestGetAction`` parses
-    ``_source_includes`` with ``FetchSourceContext.parseFromRestRequest`` (comma-separated)."""
+    ``_source_includes`` with ``FetchSourceContext.parseFromRestRequest`` (comma-separated); a parameter it does not
+    consume is refused by ``BaseRestHandler.handleRequest`` (``unrecognized``)."""
     from es_rag.versions.registry import registry_get_request
 
     cluster = StrictCluster()
@@ -109,3 +110,9 @@ def test_a_get_with_source_includes_returns_only_those_fields() -> None:
     path, _, query = req.path.partition("?")
     status, answer = cluster.handle("GET", f"/{path}", query, None, {})
     assert status == 200 and answer["_source"] == {"hidden": ["b@2"]}
+    # the wrong variant: the old singular spelling is no parameter of the GET API; BaseRestHandler refuses it
+    status, answer = cluster.handle("GET", f"/{path}", "_source_include=hidden", None, {})
+    assert status == 400 and answer["error"]["type"] == "illegal_argument_exception"
+    reason = answer["error"]["reason"]
+    assert reason.startswith(f"request [/{path}] contains unrecognized parameter: [_source_include] -> did you mean")
+    assert "_source_includes" in reason

@@ -1440,6 +1440,7 @@ class StrictCluster:
                 }
             return item.pop("status"), item
         if method in ("GET", "HEAD"):
+            _refuse_unrecognized(params, GET_DOC_PARAMS, f"/{index}/_doc/{doc_id}")
             index = self._single(index)
             self._require_index(p, "indices:data/read/get", [index])
             if index not in self.indices:
@@ -1943,6 +1944,49 @@ def _refuse_unmodelled(template: Mapping[str, Any]) -> None:
         raise DoubleLimit("index aliases")
     if template.get("lifecycle") is not None or template.get("data_stream_options") is not None:
         raise DoubleLimit("data stream lifecycle and options")
+
+
+GET_DOC_PARAMS = frozenset(
+    {"refresh", "routing", "preference", "realtime", "stored_fields", "version", "version_type", "_source",
+     "_source_includes", "_source_excludes", "_source_exclude_vectors"}
+)  # fmt: skip
+"""What ``RestGetAction.prepareRequest`` consumes (the ``_source*`` ones through
+``FetchSourceContext.parseFromRestRequest``)."""
+_ALWAYS_PARAMS = frozenset({"format", "filter_path", "pretty", "human", "error_trace"})
+GET_DOC_SRC = (
+    "server/src/main/java/org/elasticsearch/rest/action/document/RestGetAction.java; "
+    "server/src/main/java/org/elasticsearch/rest/BaseRestHandler.java (unrecognized)"
+)
+
+
+def _similarity(a: str, b: str) -> float:
+    """Lucene's ``LevenshteinDistance.getDistance``: 1 - edit distance / the longer length."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        cur = [i]
+        for j, cb in enumerate(b, start=1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return 1.0 - prev[-1] / max(len(a), len(b), 1)
+
+
+def _refuse_unrecognized(params: Mapping[str, list[str]], consumed: frozenset[str], path: str) -> None:
+    """``BaseRestHandler.handleRequest``: a parameter the handler did not consume is refused, naming it and the
+    consumed ones within a Levenshtein similarity over 0.5 (``unrecognized``)."""
+    invalid = sorted(set(params) - consumed - _ALWAYS_PARAMS)
+    if not invalid:
+        return
+    parts = []
+    for name in invalid:
+        near = sorted(((_similarity(name, c), c) for c in consumed), key=lambda t: (-t[0], t[1]))
+        candidates = [c for score, c in near if score > 0.5]
+        hint = ""
+        if candidates:
+            hint = f" -> did you mean {'any of ' if len(candidates) > 1 else ''}[{', '.join(candidates)}]?"
+        parts.append(f"[{name}]{hint}")
+    plural = "s" if len(invalid) > 1 else ""
+    reason = f"request [{path}] contains unrecognized parameter{plural}: {', '.join(parts)}"
+    raise EsError(400, "illegal_argument_exception", reason, source=GET_DOC_SRC)
 
 
 def _param(params: Mapping[str, list[str]], name: str) -> str | None:
