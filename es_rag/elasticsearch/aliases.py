@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from es_rag.errors import ConfigError
@@ -59,16 +59,25 @@ def generation_fingerprint(settings: Settings) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
-def new_generation(settings: Settings, now: datetime | None = None) -> str:
+def new_generation(settings: Settings, now: datetime | None = None, existing: Sequence[str] = ()) -> str:
     """A new generation name: UTC time to the second, then :func:`generation_fingerprint`
     (``20261201t061502-1a2b3c4d``), so names sort by age and say which configuration built them.
 
     Args:
         settings: The settings the generation is built with.
         now: The time (default: now).
+        existing: The generations there are: the new name sorts after each (two builds within one second would
+            otherwise sort by fingerprint, and the newer could be taken for the older).
     """
-    when = (now or datetime.now(timezone.utc)).strftime("%Y%m%dt%H%M%S")
-    return f"{when}-{generation_fingerprint(settings)}"
+    moment = now or datetime.now(timezone.utc)
+    stamps = [g[:15] for g in existing if _STAMP.match(g)]
+    if stamps and moment.strftime("%Y%m%dt%H%M%S") <= max(stamps):
+        latest = datetime.strptime(max(stamps), "%Y%m%dt%H%M%S").replace(tzinfo=timezone.utc)
+        moment = latest + timedelta(seconds=1)
+    return f"{moment.strftime('%Y%m%dt%H%M%S')}-{generation_fingerprint(settings)}"
+
+
+_STAMP = re.compile(r"^\d{8}t\d{6}-")
 
 
 def layout_request(settings: Settings) -> EsRequest:

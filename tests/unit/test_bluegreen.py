@@ -122,3 +122,13 @@ def test_the_pointer_file(tmp_path: Path) -> None:
     (root / POINTER).write_text("gone\n")
     with pytest.raises(ConfigError, match=r"names generation 'gone'.*es-rag reindex --status"):
         live_directory(root)
+
+
+def test_a_second_build_within_the_same_second_still_sorts_after_the_first() -> None:
+    """Generation names sort by age; two builds within one second sorted by fingerprint, and ``reindex --swap`` took
+    the newer for the older ("no built generation newer than the live one")."""
+    when = datetime(2026, 12, 1, 6, 15, 2, tzinfo=timezone.utc)
+    first = new_generation(S.replace(embedding_model="zzz/model"), when)
+    second = new_generation(S, when, existing=["legacy", first])
+    assert second > first and second.startswith("20261201t061503-")
+    assert new_generation(S, when, existing=["20201201t000000-abc"]).startswith("20261201t061502-")  # older: as is

@@ -190,7 +190,7 @@ def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: b
         refusal = legacy_refusal(settings, store.layout())
         if refusal:  # said before an hour of embedding, not after
             raise EsRagError(f"reindex: {refusal}")
-    generation = settings.index.generation or new_generation(settings)
+    generation = settings.index.generation or new_generation(settings, existing=store.generations())
     base = settings.replace(index_generation=None)
     queries, left_out = load_queries(args.queries, args.tenant) if args.queries else ([], [])
     report = IngestReport()
