@@ -92,6 +92,11 @@ def test_a_registry_of_asset_version_10_is_written_without_digests_until_setup_a
     backend.registry_without_digests = False  # what a new process (the next ingest after setup) starts with
     ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
     assert list(cluster.docs(registry)["acme"]["digests"]) == ["guide"]
+    # the field is an object Elasticsearch stores and never parses (ObjectMapper's `enabled: false`, the form of
+    # `active` and `writing`); `enabled` on a leaf type is refused by FieldMapper.Builder.parse
+    wrong = {"properties": {"digests2": {"type": "keyword", "enabled": False}}}
+    status, answer = cluster.handle("PUT", f"/{registry}/_mapping", "", wrong, {})
+    assert status == 400 and "unknown parameter [enabled] on mapper [digests2] of type [keyword]" in str(answer)
     last = ingest_documents(docs, chunker=chunker, embedder=RandomEmbedder(), backend=backend)
     assert last.unchanged == ["guide"] and last.indexed == 0
 
