@@ -36,6 +36,8 @@ TASK_TIMEOUT_S = 600.0
 """How long a delete-by-query task may run before es_rag stops waiting (the task itself goes on)."""
 TASK_POLL_S = 30.0
 """Server-side wait of one ``GET _tasks/<id>`` poll."""
+TASK_IDLE_S = 1.0
+"""Pause before the next poll when a poll came back without waiting (a full queue, or no server-side wait)."""
 
 
 class EsVersionStore(RegistryOps):
@@ -132,11 +134,15 @@ class EsVersionStore(RegistryOps):
         started = self.backend.send(request)
         if not (isinstance(started, dict) and "task" in started):
             return _purge_result(started)
+        task = str(started["task"])
         deadline = time.monotonic() + TASK_TIMEOUT_S
         while True:
             try:
+                # 429 and 500 come back as bodies: a task still running when the poll's wait ends fails with
+                # ElasticsearchTimeoutException (TransportGetTaskAction), 429 since 9.0 and 500 before; that
+                # means "poll again", never "give up" (the delete goes on in the cluster either way).
                 got = self.backend.send(
-                    task_request(str(started["task"]), wait_s=TASK_POLL_S), timeout=TASK_POLL_S + 30
+                    task_request(task, wait_s=TASK_POLL_S), timeout=TASK_POLL_S + 30, ignore=(429, 500)
                 )
             except ClusterError as exc:
                 if exc.status != 403:
@@ -147,18 +153,22 @@ class EsVersionStore(RegistryOps):
                     request.body,
                 )
                 return _purge_result(self.backend.send(foreground, timeout=TASK_TIMEOUT_S))
-            if got.get("completed"):
+            running = _still_running(task, got)
+            if not running and got.get("completed"):
                 if got.get("error"):
                     raise ClusterError(
-                        f"delete-by-query task {started['task']} failed: {got['error'].get('reason', got['error'])}",
+                        f"delete-by-query task {task} failed: {got['error'].get('reason', got['error'])}",
                         response=got,
                     )
                 return _purge_result(got.get("response") or {})
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"delete-by-query task {started['task']} still running after {TASK_TIMEOUT_S:.0f} s; it goes on "
-                    "in the cluster (GET _tasks/<id>), the registry was not changed"
+                    f"delete-by-query task {task} still running after {TASK_TIMEOUT_S:.0f} s; it goes on in the "
+                    "cluster (GET _tasks/<id>); what it deletes stays hidden, and running the same command again "
+                    "finishes it"
                 )
+            if running != "timeout":  # the poll did not wait in the cluster: pause here
+                time.sleep(TASK_IDLE_S)
 
     def _delete_all(self, requests: Callable[[], list[EsRequest]]) -> PurgeResult:
         """Rounds of deletes until none conflicts (a refresh before each retry), at most ``PURGE_ATTEMPTS``."""
@@ -242,16 +252,18 @@ class EsVersionStore(RegistryOps):
 
     def delete_source(self, tenant_id: str, source_id: str) -> dict[str, Any]:
         """Delete every child and parent of a source (all versions) and count what remains. After a clean delete
-        the source leaves the registry; otherwise its active version joins ``hidden`` so nothing that remains is
-        served.
+        the source leaves the registry. Its active version joins ``hidden`` before the delete starts, so a delete
+        that fails, times out or is interrupted never leaves a half-deleted source served; it stays hidden until
+        a clean delete drops it.
 
         Args:
             tenant_id: The tenant.
             source_id: The source.
         """
+        self._update(tenant_id, lambda st: st.hide_source(source_id))
         result = self._delete_all(lambda: purge_requests(self.settings, tenant_id, source_id=source_id))
-        change = RegistryState.drop_source if result.clean else RegistryState.hide_source
-        self._update(tenant_id, lambda st: change(st, source_id))
+        if result.clean:
+            self._update(tenant_id, lambda st: st.drop_source(source_id))
         chunks_req, parents_req = lineage_count_requests(self.settings, tenant_id, source_id)
         remaining = {
             "chunks": int(self.backend.send(chunks_req).get("count", 0)),
@@ -263,6 +275,24 @@ class EsVersionStore(RegistryOps):
             "conflicts": result.conflicts,
             "failures": result.failures,
         }
+
+
+def _still_running(task: str, got: Any) -> str:
+    """Why a ``GET _tasks/<id>`` poll that came back as an error body means "poll again": ``"timeout"`` (the
+    task outlived the poll's wait), ``"rejected"`` (a full queue, 429); ``""`` for a task result. Any other error
+    raises."""
+    error = got.get("error") if isinstance(got, dict) and "status" in got else None
+    if not isinstance(error, dict):
+        return ""
+    if error.get("type") == "elasticsearch_timeout_exception":
+        return "timeout"
+    if got.get("status") == 429:
+        return "rejected"
+    raise ClusterError(
+        f"GET _tasks/{task}: {error.get('type', '?')}: {error.get('reason', error)}",
+        status=int(got.get("status") or 500),
+        response=got,
+    )
 
 
 def _purge_result(resp: Any) -> PurgeResult:

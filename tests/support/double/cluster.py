@@ -1844,8 +1844,18 @@ class StrictCluster:
             "type": "transport",
             "action": "indices:data/write/delete/byquery",
         }
-        if entry["polls"] <= self.task_polls_before_done and _param(params, "wait_for_completion") != "true":
-            return 200, {"completed": False, "task": info}
+        if entry["polls"] <= self.task_polls_before_done:  # still running
+            if _param(params, "wait_for_completion") != "true":
+                return 200, {"completed": False, "task": info}
+            # TransportGetTaskAction.getRunningTaskFromNode: a task still running when the wait's timeout
+            # (default 30 s) passes fails with ElasticsearchTimeoutException, which answers 429 since 9.0
+            # (ElasticsearchTimeoutException.status) and 500 before.
+            raise EsError(
+                429 if self.version_tuple[0] >= 9 else 500,
+                "elasticsearch_timeout_exception",
+                "Timed out waiting for completion of task",
+                source="TransportGetTaskAction",
+            )
         return 200, {"completed": True, "task": info, "response": entry["response"]}
 
     # -- security ------------------------------------------------------------------------------------------------
