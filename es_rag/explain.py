@@ -126,7 +126,7 @@ def template_section(
         settings: Settings.
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
     """
-    from es_rag.elasticsearch.bodies import search_template_id, search_template_request
+    from es_rag.elasticsearch.search_template import search_template_id, search_template_request
 
     exact = " + exact" if settings.retrieve.exact_channel == "auto" and extract_identifiers(query) else ""
     comments = [

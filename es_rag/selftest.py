@@ -470,7 +470,7 @@ def _exact(backend: Any, embedder: HashingEmbedder) -> str:
 
 
 def _template(backend: Any, embedder: HashingEmbedder) -> str:
-    from es_rag.elasticsearch.bodies import search_template_request
+    from es_rag.elasticsearch.search_template import search_template_request
 
     s: Settings = backend.settings
     flt = backend.snapshot_versions(SearchFilter(TENANT_A))

@@ -174,7 +174,9 @@ class ClusterAdmin(ClusterClient):
         if problems:
             raise ConfigError("setup would be refused, nothing was sent: " + "; ".join(problems))
         results = []
-        for req in setup_requests(settings):
+        # the mapping's rescore_vector depends on the version (probed only for a quantized index that rescores)
+        version = self.version() if settings.index.vector_rescore() is not None else None
+        for req in setup_requests(settings, version=version):
             resp = self.send(req)
             results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
         for path in obsolete_asset_paths(settings):  # replaced by the self-contained components (asset version 6)

@@ -23,16 +23,18 @@ from typing import Any
 
 import jinja2
 
-from es_rag.elasticsearch.bodies import search_template_id
+from es_rag.elasticsearch.search_template import search_template_id
 from es_rag.errors import ConfigError, EsRagError
 from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 11
+ASSET_VERSION = 12
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``. 10: the version
 registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index). 11: its
-``digests`` field (what each served source holds: an unchanged source is not embedded again)."""
+``digests`` field (what each served source holds: an unchanged source is not embedded again). 12: the stored search
+template's ``rescore`` param (the kNN search's ``rescore_vector`` of a quantized index), and no ``rescore_vector``
+in the mapping of a cluster that refuses it (9.0, 8.18)."""
 
 CHUNK_PIPELINE_ASSET = {
     VectorMode.CLIENT: "chunks",
@@ -147,7 +149,7 @@ def resolved_settings(settings: Settings, *, plugins: Iterable[str] | None) -> S
     )
 
 
-def _context(settings: Settings) -> dict[str, Any]:
+def _context(settings: Settings, version: tuple[int, ...] | None = None) -> dict[str, Any]:
     if settings.index.analyzer is Analyzer.AUTO:
         raise ConfigError(
             "analyzer 'auto' must be resolved before assets are rendered: use "
@@ -158,7 +160,7 @@ def _context(settings: Settings) -> dict[str, Any]:
         "index_prefix": settings.index.prefix,
         "vector_dims": settings.encoder.dims,
         "similarity": settings.index.similarity.value,
-        "vector_index_options": settings.index.vector_index_options(),
+        "vector_index_options": settings.index.vector_index_options(version),
         "meta_mapping": settings.index.metadata_schema().es_properties(),
         "metadata_schema_version": METADATA_SCHEMA_VERSION,
         "analyzer": settings.index.analyzer.value,
@@ -174,19 +176,22 @@ def _context(settings: Settings) -> dict[str, Any]:
     }
 
 
-def render_asset(folder: str, name: str, settings: Settings) -> dict[str, Any]:
+def render_asset(
+    folder: str, name: str, settings: Settings, *, version: tuple[int, ...] | None = None
+) -> dict[str, Any]:
     """Render one asset file into its JSON body.
 
     Args:
         folder: ``index_templates`` or ``ingest_pipelines``.
         name: File name without ``.json.j2``.
         settings: Values the template depends on.
+        version: The cluster's version, where a mapping option depends on it; None renders for the newest.
     """
     root = asset_root()
     path = root / folder / f"{name}.json.j2"
     if not path.is_file():
         raise EsRagError(f"unknown asset {folder}/{name}")
-    text = _env(str(root)).get_template(path.name).render(**_context(settings))
+    text = _env(str(root)).get_template(path.name).render(**_context(settings, version))
     try:
         body: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -194,11 +199,13 @@ def render_asset(folder: str, name: str, settings: Settings) -> dict[str, Any]:
     return body
 
 
-def setup_requests(settings: Settings) -> list[EsRequest]:
+def setup_requests(settings: Settings, *, version: tuple[int, ...] | None = None) -> list[EsRequest]:
     """Every request ``es-rag setup`` sends, in order; each is an idempotent PUT.
 
     Args:
         settings: Prefix, dims, similarity, analyzer and inference endpoint to render with.
+        version: The cluster's version (the vector mapping's ``rescore_vector`` depends on it); None renders for
+            the newest.
     """
     p = settings.index.prefix
     reqs = [
@@ -209,7 +216,9 @@ def setup_requests(settings: Settings) -> list[EsRequest]:
         ),
         EsRequest("PUT", f"_ingest/pipeline/{p}-parents", render_asset("ingest_pipelines", "parents", settings)),
         EsRequest(
-            "PUT", f"_component_template/{p}-chunks", render_asset("index_templates", "component-chunks", settings)
+            "PUT",
+            f"_component_template/{p}-chunks",
+            render_asset("index_templates", "component-chunks", settings, version=version),
         ),
         EsRequest(
             "PUT", f"_component_template/{p}-parents", render_asset("index_templates", "component-parents", settings)

@@ -444,7 +444,7 @@ class ElasticsearchBackend(ClusterAdmin):
     ) -> Flow[tuple[dict[str, Any], list[EsRequest]]]:
         """Build and send one search (native ``_search`` or client ``_msearch``); returns the response and the
         requests sent. When the version is unknown (no ``monitor`` privilege) the first search sends
-        ``_source.exclude_vectors``; a cluster before 9.2 refuses it (``Unknown key for a VALUE_BOOLEAN in
+        ``_source.exclude_vectors``; a cluster before 9.1 (8.19 on 8.x) refuses it (``Unknown key for a VALUE_BOOLEAN in
         [exclude_vectors].``, the whole request or every ``_msearch`` item), which is learned once and the search
         resent without it."""
 

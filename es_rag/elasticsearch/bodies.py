@@ -17,15 +17,14 @@ the same fusion parameters:
 * native reranking (``--rerank-inference-id``): the fusion retriever wrapped in a ``text_similarity_reranker``
   (:func:`rerank_retriever`); native MMR (``--mmr-path``): the outermost retriever wrapped in ``diversify``
   (:func:`diversify_retriever`);
-* stored search template: :func:`search_template_requests` (mustache, for apps and Kibana Dev Tools).
+* stored search template: :func:`es_rag.elasticsearch.assets.search_template_requests` (mustache, for apps and
+  Kibana Dev Tools), called through :mod:`es_rag.elasticsearch.search_template`.
 
 No body ever uses ``post_filter``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,18 +108,26 @@ def exact_query(identifiers: Sequence[str]) -> dict[str, Any]:
 def knn_clause(query_vector: Sequence[float] | np.ndarray, flt: SearchFilter, settings: Settings) -> dict[str, Any]:
     """kNN search section with the filter applied during the graph search (never after).
 
+    A quantized index (``bbq_*``, or ``int8``/``int4`` with an oversample set) also carries ``rescore_vector``:
+    the search-time option exists from 8.18 and 9.0 (``RescoreVectorBuilder``, oversample >= 1), the mapping's
+    only from 8.19 and 9.1, so every supported version rescores the same way.
+
     Args:
         query_vector: The query embedding.
         flt: Hard filter.
-        settings: Gives ``candidate_k`` (k) and ``num_candidates``.
+        settings: Gives ``candidate_k`` (k), ``num_candidates`` and the rescore oversample.
     """
-    return {
+    clause: dict[str, Any] = {
         "field": "vector",
         "query_vector": [float(x) for x in query_vector],
         "k": settings.retrieve.candidate_k,
         "num_candidates": settings.retrieve.num_candidates,
         "filter": flt.to_es(),
     }
+    over = settings.index.vector_rescore()
+    if over:  # 0 turns rescoring off: the mapping says so where it can, and 8.18 / 9.0 have no default to undo
+        clause["rescore_vector"] = {"oversample": over}
+    return clause
 
 
 def semantic_query(query_text: str) -> dict[str, Any]:
@@ -418,122 +425,6 @@ def search_requests(
     ).values():
         lines.extend([{"index": index}, body])
     return [EsRequest("POST", f"{index}/_msearch", lines)]
-
-
-# ------------------------------------------------------------------------------ search template
-
-
-def search_template_id(settings: Settings) -> str:
-    """Id of the stored hybrid search template (``<prefix>-hybrid``).
-
-    Args:
-        settings: Gives the prefix.
-    """
-    return f"{settings.index.prefix}-hybrid"
-
-
-def search_template_params(
-    query_text: str,
-    query_vector: Sequence[float] | np.ndarray,
-    flt: SearchFilter,
-    settings: Settings,
-    *,
-    vectors_in_source_param: bool = True,
-) -> dict[str, Any]:
-    """``params`` of a ``_search/template`` call of the stored hybrid template.
-
-    Args:
-        query_text: The user's query.
-        query_vector: The query embedding.
-        flt: Hard filter (rendered into every child retriever by the template).
-        settings: Candidate counts and RRF parameters.
-        vectors_in_source_param: See :func:`source_spec`.
-    """
-    identifiers = extract_identifiers(query_text) if settings.retrieve.exact_channel == "auto" else []
-    params: dict[str, Any] = {
-        "query_text": query_text,
-        "query_vector": [float(x) for x in query_vector],
-        "filter": flt.to_es(),
-        "k": settings.retrieve.candidate_k,
-        "num_candidates": settings.retrieve.num_candidates,
-        "rank_window_size": settings.retrieve.candidate_k,
-        "rank_constant": settings.fusion.rank_constant,
-        "fields": list(bm25_route(query_text, settings).fields),  # the query language's subfields, as bm25_query
-        "source": source_spec(vectors_in_source_param=vectors_in_source_param),
-    }
-    if settings.retrieve.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
-        params["tie_breaker"] = settings.retrieve.bm25_tie_breaker
-    if identifiers:
-        params["exact"] = {"query": exact_query(identifiers)}
-    return params
-
-
-def search_template_request(
-    query_text: str,
-    query_vector: Sequence[float] | np.ndarray,
-    flt: SearchFilter,
-    settings: Settings,
-    *,
-    vectors_in_source_param: bool = True,
-) -> EsRequest:
-    """``POST <index>/_search/template`` calling the stored hybrid template with params.
-
-    Args:
-        query_text: The user's query.
-        query_vector: The query embedding.
-        flt: Hard filter.
-        settings: Candidate counts, index and template names.
-        vectors_in_source_param: See :func:`source_spec` (False before Elasticsearch 9.2, which refuses the key).
-    """
-    body = {
-        "id": search_template_id(settings),
-        "params": search_template_params(
-            query_text, query_vector, flt, settings, vectors_in_source_param=vectors_in_source_param
-        ),
-    }
-    return EsRequest("POST", f"{settings.chunk_index}/_search/template", body)
-
-
-def render_search_template(source: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Render the stored template's mustache the way Elasticsearch does for the constructs it uses.
-
-    Supports ``{{name}}`` (values are JSON-escaped scalars inside strings), ``{{#toJson}}name{{/toJson}}``
-    and ``{{#name}}...{{/name}}`` / ``{{^name}}...{{/name}}`` sections on a present / absent param. Used
-    by the tests to prove the stored template renders to exactly :func:`native_fusion_body`'s retriever.
-
-    Args:
-        source: Template source (mustache over JSON).
-        params: The call's params.
-    """
-
-    def lookup(name: str) -> Any:
-        value: Any = params
-        for part in name.split("."):
-            value = value[part] if isinstance(value, dict) and part in value else None
-        return value
-
-    def sections(text: str) -> str:
-        pattern = re.compile(r"\{\{([#^])(\w+)\}\}(.*?)\{\{/\2\}\}", re.S)
-        while True:
-            m = pattern.search(text)
-            if m is None:
-                return text
-            kind, name, inner = m.groups()
-            if name == "toJson":
-                rendered = json.dumps(lookup(inner.strip()), ensure_ascii=False)
-            else:
-                present = lookup(name) not in (None, False, [], "")
-                rendered = inner if present == (kind == "#") else ""
-            text = text[: m.start()] + rendered + text[m.end() :]
-
-    def scalar(m: re.Match[str]) -> str:
-        value = lookup(m.group(1))
-        return json.dumps(value, ensure_ascii=False)[1:-1] if isinstance(value, str) else json.dumps(value)
-
-    text = sections(re.sub(r"\{\{![^}]*\}\}", "", source))
-    text = re.sub(r"\{\{([\w.]+)\}\}", scalar, text)
-    result: dict[str, Any] = json.loads(text)
-    return result
 
 
 def parents_request(parent_ids: Sequence[str], flt: SearchFilter, settings: Settings) -> EsRequest:

@@ -18,11 +18,11 @@ from es_rag.backend import EmbeddingState
 from es_rag.elasticsearch.assets import setup_paths
 from es_rag.elasticsearch.probe import (
     ASSET_PRIVILEGE,
-    EXCLUDE_VECTORS_MIN_VERSION,
     ROLE_PRIVILEGES,
     UNKNOWN_VERSION,
     Capabilities,
     decide_native_rrf,
+    exclude_vectors_accepted,
     installed_text_analyzers,
     installed_version,
     privileges_request,
@@ -392,6 +392,12 @@ class ClusterClient:
                 self._caps = caps
             return caps
 
+    def version(self) -> tuple[int, ...] | None:
+        """The cluster's version as ``(major, minor, patch)`` from :meth:`probe`; None where ``GET /`` was not
+        readable (a key without ``monitor``)."""
+        caps = self.probe()
+        return version_tuple(caps.version) if caps.version != UNKNOWN_VERSION else None
+
     async def aprobe(self, *, refresh: bool = False) -> Capabilities:
         """:meth:`probe` on the ``AsyncElasticsearch`` client: the same requests, read once; coroutines that ask
         while it runs wait for the same probe.
@@ -473,7 +479,7 @@ class ClusterClient:
             license_status=lstatus,
             native_rrf=native,
             native_rrf_reason=reason,
-            vectors_in_source_param=version_tuple(version) >= EXCLUDE_VECTORS_MIN_VERSION if known else None,
+            vectors_in_source_param=exclude_vectors_accepted(version_tuple(version)) if known else None,
             inference_endpoints=endpoints,
             inference_endpoint_info=endpoint_info,
             analysis_plugins=plugins,

@@ -59,7 +59,17 @@ def privileges_request(settings: Settings) -> EsRequest:
 NATIVE_RRF_MIN_VERSION = (8, 16)
 
 
-EXCLUDE_VECTORS_MIN_VERSION = (9, 2)
+def exclude_vectors_accepted(version: tuple[int, ...]) -> bool:
+    """Whether a search's ``_source.exclude_vectors`` parses on ``version``: 9.1+ and 8.19
+    (``FetchSourceContext.EXCLUDE_VECTORS_FIELD``, transport version ``search_source_exclude_vectors_param``
+    9092000 / 8841046, inside 9.1's and 8.19's ranges); 9.0 and 8.18 refuse the unknown key. 9.2 is where new
+    indices leave vectors out of ``_source`` by default (``index.mapping.exclude_source_vectors``), so es_rag sends
+    ``exclude_vectors: false`` wherever the key parses.
+
+    Args:
+        version: ``(major, minor, ...)``.
+    """
+    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
 
 
 NATIVE_RRF_LICENSES = {"enterprise", "trial"}
@@ -93,8 +103,8 @@ class Capabilities:
     native_rrf: bool
     native_rrf_reason: str
     vectors_in_source_param: bool | None
-    """Whether searches send ``_source.exclude_vectors`` (9.2+); None when the version is unknown (learned from the
-    first search's answer)."""
+    """Whether searches send ``_source.exclude_vectors`` (9.1+, 8.19); None when the version is unknown (learned
+    from the first search's answer)."""
     inference_endpoints: list[str] = field(default_factory=list)
     inference_endpoint_info: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per endpoint id: ``task_type`` and ``service`` as ``GET _inference/_all`` reports them."""

@@ -155,14 +155,26 @@ class IndexSettings(Group):
         """The metadata fields of the index (:mod:`es_rag.metadata`)."""
         return MetadataSchema.declare(self.metadata_fields)
 
-    def vector_index_options(self) -> dict[str, Any]:
-        """The ``index_options`` object of the ``vector`` mapping."""
-        opts: dict[str, Any] = {"type": self.vector_index_type.value}
+    def vector_rescore(self) -> float | None:
+        """The oversample quantized vectors are rescored with: the configured one, else
+        :data:`BBQ_DEFAULT_OVERSAMPLE` for ``bbq_*``; None for float vectors or when unset."""
         over = self.vector_rescore_oversample
         if over is None and self.vector_index_type.value.startswith("bbq"):
             over = BBQ_DEFAULT_OVERSAMPLE
-        if over is not None:
-            opts["rescore_vector"] = {"oversample": float(over)}
+        return None if over is None else float(over)
+
+    def vector_index_options(self, version: tuple[int, ...] | None = None) -> dict[str, Any]:
+        """The ``index_options`` object of the ``vector`` mapping.
+
+        Args:
+            version: The cluster's version; None renders for the newest. The mapping's ``rescore_vector`` is
+                written only where it is accepted (:func:`mapping_rescore_supported`); elsewhere the kNN search
+                carries the same oversample (:func:`es_rag.elasticsearch.bodies.knn_clause`).
+        """
+        opts: dict[str, Any] = {"type": self.vector_index_type.value}
+        over = self.vector_rescore()
+        if over is not None and (version is None or mapping_rescore_supported(version)):
+            opts["rescore_vector"] = {"oversample": over}
         return opts
 
 
@@ -355,3 +367,15 @@ class ChunkingSettings(Group):
 def _analyses(specs: tuple[str, ...]) -> list[tuple[str, LanguageAnalysis]]:
     kept = [s.strip().lower() for s in specs if s.strip().lower() not in ("", "none", "off")]
     return list(zip(kept, parse_languages(kept), strict=True))
+
+
+def mapping_rescore_supported(version: tuple[int, ...]) -> bool:
+    """Whether a cluster of ``version`` accepts ``index_options.rescore_vector`` in a ``dense_vector`` mapping:
+    9.1+ and 8.19 (``DenseVectorFieldMapper.hasRescoreIndexVersion``: ``IndexVersions``
+    ``ADD_RESCORE_PARAMS_TO_QUANTIZED_VECTORS`` 9_015_0_00, first released in 9.1, and its 8.x backport
+    8_528_0_00, first in 8.19). 9.0 and 8.18 refuse it as an unsupported parameter.
+
+    Args:
+        version: ``(major, minor, ...)``.
+    """
+    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)

@@ -439,8 +439,9 @@ def test_unknown_keys_are_refused() -> None:
 
 
 def test_exclude_vectors_exists_from_9_2() -> None:
-    """FetchSourceContext 9.2 ``exclude_vectors`` (default: vectors left out); older versions:
-    ``Unknown key for a VALUE_BOOLEAN in [exclude_vectors].``"""
+    """FetchSourceContext ``exclude_vectors``: parsed from 9.1 / 8.19 (transport version
+    ``search_source_exclude_vectors_param`` 9092000 / 8841046), vectors left out by default from 9.2; 9.0 and
+    older: ``Unknown key for a VALUE_BOOLEAN in [exclude_vectors].``"""
     new = StrictCluster(version="9.2.0")
     _searchable(new)
     _, default = call(new, "POST", "s/_search", {"query": {"ids": {"values": ["0"]}}})
@@ -449,7 +450,15 @@ def test_exclude_vectors_exists_from_9_2() -> None:
         new, "POST", "s/_search", {"query": {"ids": {"values": ["0"]}}, "_source": {"exclude_vectors": False}}
     )
     assert kept["hits"]["hits"][0]["_source"]["v"] == [1.0, 0.0]
-    old = StrictCluster(version="9.1.0")
+    parsed = StrictCluster(version="9.1.0")
+    _searchable(parsed)
+    _, kept = call(
+        parsed, "POST", "s/_search", {"query": {"ids": {"values": ["0"]}}, "_source": {"exclude_vectors": False}}
+    )
+    assert kept["hits"]["hits"][0]["_source"]["v"] == [1.0, 0.0]
+    _, default = call(parsed, "POST", "s/_search", {"query": {"ids": {"values": ["0"]}}})
+    assert default["hits"]["hits"][0]["_source"]["v"] == [1.0, 0.0]  # 9.1 keeps vectors in _source by default
+    old = StrictCluster(version="9.0.0")
     _searchable(old)
     assert reason(call(old, "POST", "s/_search", {"_source": {"exclude_vectors": False}})) == (
         "Unknown key for a VALUE_BOOLEAN in [exclude_vectors]."

@@ -23,7 +23,8 @@ import pytest
 
 from es_rag.cli import main
 from es_rag.elasticsearch.assets import index_creation_requests, setup_requests
-from es_rag.elasticsearch.bodies import search_requests, search_template_request
+from es_rag.elasticsearch.bodies import search_requests
+from es_rag.elasticsearch.search_template import search_template_request
 from es_rag.es_request import EsRequest, render
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings

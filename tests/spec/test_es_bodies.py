@@ -608,7 +608,7 @@ def test_search_variants_cover_the_grid() -> None:
     ("version", "license_type", "native", "vsp"),
     [
         ("9.2.0", "trial", True, True),
-        ("9.1.3", "enterprise", True, False),
+        ("9.0.3", "enterprise", True, False),
         ("9.2.0", "basic", False, True),
         ("8.17.0", "basic", False, False),
     ],

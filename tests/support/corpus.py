@@ -192,15 +192,18 @@ class RandomEmbedder:
     version = "rand-4"
     dims = DIMS
 
+    def __init__(self, dims: int = DIMS) -> None:
+        self.dims = dims
+
     def embed_query(self, query: str) -> np.ndarray:
         r = random.Random(query)
-        v = np.asarray([r.uniform(-1, 1) for _ in range(DIMS)], dtype=np.float32)
+        v = np.asarray([r.uniform(-1, 1) for _ in range(self.dims)], dtype=np.float32)
         if not np.any(v):
             v[0] = 1.0
         return v
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self.embed_query(t) for t in texts]) if texts else np.zeros((0, DIMS), np.float32)
+        return np.stack([self.embed_query(t) for t in texts]) if texts else np.zeros((0, self.dims), np.float32)
 
 
 class BrokenEmbedder:

@@ -41,14 +41,13 @@ from es_rag.elasticsearch.assets import (
     setup_requests,
 )
 from es_rag.elasticsearch.backend import ElasticsearchBackend
-from es_rag.elasticsearch.bodies import (
-    neighbors_request,
+from es_rag.elasticsearch.bodies import neighbors_request, search_requests
+from es_rag.elasticsearch.probe import privileges_request
+from es_rag.elasticsearch.search_template import (
     render_search_template,
-    search_requests,
     search_template_params,
     search_template_request,
 )
-from es_rag.elasticsearch.probe import privileges_request
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.metadata import MetadataSchema, Validity, parse_filters

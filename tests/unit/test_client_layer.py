@@ -200,12 +200,12 @@ def test_a_search_only_key_searches_with_client_fusion() -> None:
     assert not isinstance(info.value, LicenseError)
 
 
-def test_a_version_unknown_cluster_before_9_2_learns_to_leave_exclude_vectors_out() -> None:
+def test_a_version_unknown_cluster_before_9_1_learns_to_leave_exclude_vectors_out() -> None:
     roles = {
         "admin": Role(cluster=("manage",), indices=((("*",), ("all",)),)),
         "r": Role(indices=((("*",), ("read",)),)),
     }
-    cluster = StrictCluster(version="9.1.0", users={"elastic": ("pw", ("admin",)), "app": ("pw", ("r",))}, roles=roles)
+    cluster = StrictCluster(version="9.0.0", users={"elastic": ("pw", ("admin",)), "app": ("pw", ("r",))}, roles=roles)
     admin, _, _ = strict_backend(S, cluster, setup=True, basic_auth=("elastic", "pw"))
     corpus = random_corpus(random.Random(3), n_children=10)
     assert admin.index(corpus.children, corpus.parents).failed == []

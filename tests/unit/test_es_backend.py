@@ -502,14 +502,15 @@ def test_responses_without_the_product_header_are_refused() -> None:
 
 
 # =============================================================================================
-# _source and the 9.2 exclude_vectors switch
+# _source and the exclude_vectors switch (parsed from 9.1 and 8.19, FetchSourceContext)
 # =============================================================================================
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
         ("8.18.2", False),
-        ("8.19.3", False),
-        ("9.1.4", False),
+        ("8.19.3", True),
+        ("9.0.5", False),
+        ("9.1.4", True),
         ("9.2.0", True),
         ("9.5.0", True),
         ("10.0.0", True),
@@ -741,7 +742,9 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     assert [r["acknowledged"] for r in results[-4:]] == ["exists", "exists", "exists", True]
     # an existing registry gains the fields added since it was created (asset version 10: retired; 11: digests)
     (update,) = node.calls("PUT", f"{registry}/_mapping")
-    assert update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == 11
+    assert (
+        update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == ASSET_VERSION
+    )
     assert update.body["properties"]["digests"] == {"type": "object", "enabled": False}
     assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 1
 

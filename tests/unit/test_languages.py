@@ -21,7 +21,8 @@ import re
 import pytest
 
 from es_rag.elasticsearch.assets import render_asset, setup_requests
-from es_rag.elasticsearch.bodies import bm25_query, search_template_params
+from es_rag.elasticsearch.bodies import bm25_query
+from es_rag.elasticsearch.search_template import search_template_params
 from es_rag.embedded.analyzers import cjk_analyzer, english_analyzer
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.errors import ConfigError

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from es_rag.elasticsearch.assets import search_template_source
-from es_rag.elasticsearch.bodies import (
-    native_fusion_body,
-    render_search_template,
-    search_requests,
-    search_template_params,
-)
+from es_rag.elasticsearch.bodies import native_fusion_body, search_requests
+from es_rag.elasticsearch.search_template import render_search_template, search_template_params
 from es_rag.filters import SearchFilter
 from es_rag.query import channel_plan, extract_identifiers
 from es_rag.settings import Settings
@@ -86,11 +82,18 @@ def test_msearch_has_one_search_per_channel() -> None:
 @pytest.mark.parametrize("query", ["reset password", "what is E1042 in sync_engine.start()"])
 @pytest.mark.parametrize("vsp", [True, False])
 @pytest.mark.parametrize("tie_breaker", [0.0, 0.5])
-def test_stored_template_renders_to_the_native_body(query: str, vsp: bool, tie_breaker: float) -> None:
-    s = Settings(vector_dims=4, bm25_tie_breaker=tie_breaker)
+@pytest.mark.parametrize("rescore", [None, 2.0], ids=["float", "int8-oversample-2"])
+def test_stored_template_renders_to_the_native_body(
+    query: str, vsp: bool, tie_breaker: float, rescore: float | None
+) -> None:
+    quantized = {"vector_index_type": "int8_hnsw", "vector_rescore_oversample": rescore} if rescore else {}
+    s = Settings(vector_dims=4, bm25_tie_breaker=tie_breaker, **quantized)
     params = search_template_params(query, VEC, FLT, s, vectors_in_source_param=vsp)
     rendered = render_search_template(search_template_source(), params)
-    assert rendered == native_fusion_body(query, VEC, FLT, s, vectors_in_source_param=vsp)
+    native = native_fusion_body(query, VEC, FLT, s, vectors_in_source_param=vsp)
+    assert rendered == native
+    knn = native["retriever"]["rrf"]["retrievers"][1]["knn"]
+    assert knn.get("rescore_vector") == ({"oversample": rescore} if rescore else None)
 
 
 def test_template_escapes_quotes_in_the_query() -> None:

@@ -53,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
         note += f"; language subfields {', '.join(languages)}"
     settings = settings.replace(analyzer=choice.analyzer, languages=languages)
     if args.dry_run:
-        reqs = setup_requests(settings) + ([] if args.no_create_indices else index_creation_requests(settings))
+        # with a cluster, rendered for its version; without one, for the newest
+        version = backend.version() if backend is not None and settings.index.vector_rescore() else None
+        reqs = setup_requests(settings, version=version) + (
+            [] if args.no_create_indices else index_creation_requests(settings)
+        )
         if args.format == "console":
             print(f"# {note}")
             print(render(reqs, "console"), end="")

@@ -634,7 +634,10 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
         if itype not in VECTOR_INDEX_TYPES:
             raise mapping_error(f"Unknown vector index options type [{itype}] for field [{name}]", source=VECTOR_SRC)
         extra = [k for k in opts if k not in VECTOR_INDEX_TYPES[itype]]
-        if "rescore_vector" in opts and version < (9, 0) and version < (8, 18):
+        # DenseVectorFieldMapper.hasRescoreIndexVersion: ADD_RESCORE_PARAMS_TO_QUANTIZED_VECTORS (9_015_0_00,
+        # released in 9.1) or its 8.x backport (8_528_0_00, 8.19); 9.0 and 8.18 leave it unparsed
+        # (DenseVectorFieldMapperTests.testRescoreVectorOldIndexVersion: "has unsupported parameters")
+        if "rescore_vector" in opts and not (version[:2] >= (9, 1) or (8, 19) <= version[:2] < (9, 0)):
             extra.append("rescore_vector")
         if extra:
             shown = ", ".join(f"{k} : {opts[k]}" for k in extra)

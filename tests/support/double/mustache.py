@@ -3,7 +3,7 @@ variables are JSON-escaped (the template is JSON), ``{{{x}}}`` is raw, ``{{#x}}.
 value (once per element of a list), ``{{^x}}...{{/x}}`` for a falsy one, ``{{#toJson}}x{{/toJson}}`` writes the
 value as JSON, ``{{#join}}x{{/join}}`` joins a list with commas, ``{{! ... }}`` is a comment. An unclosed tag is
 refused as the engine refuses it (``Improperly closed variable in query-template``). Written for the double,
-independent of ``es_rag.elasticsearch.bodies.render_search_template``.
+independent of ``es_rag.elasticsearch.search_template.render_search_template``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ retrievers (``RetrieverBuilder.parseInnerRetrieverBuilder``: ``unknown retriever
 ``knn``, kNN ``k``/``num_candidates`` bounds (``KnnSearchBuilder``), and the version and licence gates of the
 ``rrf`` and ``linear`` retrievers (``RRFRetrieverBuilder``, ``RRFRetrieverComponent``,
 ``LinearRetrieverBuilder``, ``x-pack/plugin/rank-rrf/src/yamlRestTest/.../license/100_license.yml``) and of
-``_source.exclude_vectors`` (9.2, ``FetchSourceContext``). A query Elasticsearch registers but the double does
+``_source.exclude_vectors`` (parsed from 9.1 and 8.19, vectors left out by default from 9.2;
+``FetchSourceContext``). A query Elasticsearch registers but the double does
 not evaluate (``SearchModule.registerQueryParsers``) is a double limit, never an ``unknown query``.
 
 Fetching follows ``FetchFieldsPhase`` for the ``fields`` option: values of mapped leaf fields (and multi-fields)
@@ -531,7 +532,9 @@ class Searcher:
         if not isinstance(spec, Mapping):
             raise EsError(400, "parsing_exception", "Expected [START_OBJECT] for _source", source=SEARCH_SRC)
         for key, value in spec.items():
-            if key == "exclude_vectors" and self.version >= (9, 2):
+            # FetchSourceContext.EXCLUDE_VECTORS_FIELD parses from 9.1 and 8.19 (transport version
+            # search_source_exclude_vectors_param 9092000 / 8841046); vectors leave _source by default from 9.2
+            if key == "exclude_vectors" and (self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)):
                 continue
             if key not in ("includes", "include", "excludes", "exclude"):
                 token = "VALUE_BOOLEAN" if isinstance(value, bool) else "START_ARRAY"
@@ -949,6 +952,8 @@ class Searcher:
                 "either [query_vector_builder] or [query_vector] must be provided",
                 source=KNN_SRC,
             )
+        if "rescore_vector" in clause:
+            self._rescore_vector(clause["rescore_vector"])
         filters = _as_list(clause.get("filter"))
         for f in filters:
             self.validate_query(f)
@@ -989,6 +994,30 @@ class Searcher:
                 out.append((vi, doc_id, score))
         out.sort(key=lambda x: -x[2])
         return out[:k]
+
+    def _rescore_vector(self, spec: Any) -> None:
+        """``RescoreVectorBuilder`` (8.18+): ``oversample`` required, >= 1, or exactly 0 from 9.1 / 8.19
+        (``RESCORE_VECTOR_ALLOW_ZERO`` and its 8.19 backport). The double scores float vectors exactly, so a valid
+        oversample changes nothing here."""
+        src = "server/src/main/java/org/elasticsearch/search/vectors/RescoreVectorBuilder.java"
+        if self.version < (8, 18):
+            raise parse_error("knn", "rescore_vector", source=KNN_SRC)
+        if not isinstance(spec, Mapping) or "oversample" not in spec:
+            raise EsError(
+                400, "x_content_parse_exception", "[rescore_vector] failed to parse object", source=src,
+                caused_by={"type": "illegal_argument_exception", "reason": "Required [oversample]"},
+            )  # fmt: skip
+        over = float(spec["oversample"])
+        zero_ok = self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)
+        if over < 1.0 and not (over == 0.0 and zero_ok):
+            reason = "[oversample] must be >= 1.0 or 0" if zero_ok else "[oversample] must be >= 1.0"
+            raise EsError(
+                400,
+                "x_content_parse_exception",
+                "[rescore_vector] failed to build [rescore_vector] after last required field arrived",
+                source=src,
+                caused_by={"type": "illegal_argument_exception", "reason": reason},
+            )
 
     # -- retrievers ------------------------------------------------------------------------------------------
     def retriever(self, node: Any, window: int) -> list[tuple[IndexView, str, float | None]]:
