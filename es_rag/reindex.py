@@ -26,10 +26,11 @@ from typing import Any
 from es_rag.backend import check_embedding
 from es_rag.embedded import store
 from es_rag.errors import ConfigError, EmbeddingMismatch, EsRagError
+from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import IngestReport, SourceDoc, ingest_sources
 from es_rag.pipeline import RagPipeline
-from es_rag.settings import Settings
+from es_rag.settings import Settings, VectorMode, chunk_pipeline_id
 
 
 @dataclass(frozen=True)
@@ -329,11 +330,16 @@ class EsGenerations:
         ]
         request = delete_generation_request(self.settings, generation)
         if len(names) < 3:  # an incomplete generation (a build that stopped): delete what is there
-            from es_rag.es_request import EsRequest
-
             request = EsRequest("DELETE", ",".join(names))
         self.backend.send(request)
-        return f"DELETE {request.path}"
+        done = f"DELETE {request.path}"
+        # the generation's own chunk pipeline (Settings.pipeline_id), once no index names it any more
+        for mode in VectorMode:
+            pid = chunk_pipeline_id(self.settings.index.prefix, generation, mode)
+            got = self.backend.send(EsRequest("DELETE", f"_ingest/pipeline/{pid}"), ignore=(404,))
+            if isinstance(got, dict) and got.get("acknowledged"):
+                done += f", DELETE _ingest/pipeline/{pid}"
+        return done
 
 
 class EmbeddedGenerations:

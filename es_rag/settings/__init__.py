@@ -114,6 +114,7 @@ __all__ = [
     "Similarity",
     "VectorIndexType",
     "VectorMode",
+    "chunk_pipeline_id",
     "parse_enum",
 ]  # fmt: skip
 
@@ -325,6 +326,24 @@ class Settings:
 
     @property
     def pipeline_id(self) -> str:
-        """Ingest pipeline that every chunk write goes through."""
-        suffix = {VectorMode.CLIENT: "", VectorMode.INFERENCE: "-inference", VectorMode.SEMANTIC_TEXT: "-semantic"}
-        return f"{self.index.prefix}-chunks" + suffix[self.encoder.vectors]
+        """Ingest pipeline that every chunk write goes through: one per generation.
+
+        An index names its pipeline in ``index.default_pipeline`` and Elasticsearch resolves that name on every
+        write (``IngestService.resolvePipelines``), so a pipeline shared by two generations would let a
+        ``reindex`` to another model or inference endpoint change how the live generation embeds its writes.
+        A blue-green generation therefore gets its own (``<prefix>-chunks-<generation>[-inference|-semantic]``);
+        the indices of before the first reindex keep ``<prefix>-chunks[-inference|-semantic]``.
+        """
+        return chunk_pipeline_id(self.index.prefix, self.index.generation, self.encoder.vectors)
+
+
+def chunk_pipeline_id(prefix: str, generation: str | None, mode: VectorMode) -> str:
+    """``<prefix>-chunks[-<generation>][-inference|-semantic]``: :attr:`Settings.pipeline_id`.
+
+    Args:
+        prefix: The index prefix.
+        generation: The blue-green generation, or None for the indices of before the first reindex.
+        mode: Where vectors are computed.
+    """
+    suffix = {VectorMode.CLIENT: "", VectorMode.INFERENCE: "-inference", VectorMode.SEMANTIC_TEXT: "-semantic"}
+    return f"{prefix}-chunks" + (f"-{generation}" if generation else "") + suffix[mode]
