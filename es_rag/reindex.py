@@ -239,6 +239,22 @@ class EsGenerations:
         self.backend = backend
         self.settings: Settings = backend.settings
 
+    def preflight(self) -> None:
+        """Refuse a build the credentials cannot finish, before anything is embedded: a reindex needs setup's and
+        ingest's privileges for the new generation, index ``manage`` for the swap's ``POST _aliases`` and
+        ``delete_index`` (``ROLE_PRIVILEGES["reindex"]``, from ``_has_privileges``; nothing is refused when
+        security is off or the check is unavailable).
+
+        Raises:
+            ConfigError: A privilege is missing (each is named).
+        """
+        verdict = self.backend.privileges().get("reindex", "ok")
+        if verdict.startswith("missing"):
+            raise ConfigError(
+                f"reindex would fail part-way, nothing was changed: the credentials lack {verdict[len('missing: ') :]}"
+                " (docs/cluster.md, Least privilege)"
+            )
+
     def layout(self) -> Any:
         """The indices and aliases of the prefix, read now."""
         from es_rag.elasticsearch.aliases import layout_request, parse_layout

@@ -33,6 +33,7 @@ from es_rag.elasticsearch.responses import (
 )
 from es_rag.elasticsearch.versions import EsVersionStore
 from es_rag.elasticsearch.wrappers import (
+    MONITOR_INFERENCE_MISSING,
     diversify_blocker_of,
     diversify_spec,
     es_rerank_blocker_of,
@@ -332,7 +333,11 @@ class ElasticsearchBackend(ClusterAdmin):
                     kind, sticky = refused
                     if kind == "text_similarity_reranker":
                         es_rerank = False
-                        rerank_why = f"Elasticsearch refused text_similarity_reranker {inference_id}: {exc}"
+                        rerank_why = (
+                            MONITOR_INFERENCE_MISSING
+                            if exc.status == 403 and "cluster:monitor/xpack/inference/get" in str(exc)
+                            else f"Elasticsearch refused text_similarity_reranker {inference_id}: {exc}"
+                        )
                         if sticky:
                             caps.es_rerank_refused = rerank_why
                         notes.append(

@@ -28,16 +28,27 @@ ASSET_PRIVILEGE = {
 
 ROLE_PRIVILEGES: dict[str, dict[str, list[str]]] = {
     "search": {"cluster": [], "index": ["read"]},
+    "es_rerank": {"cluster": ["monitor", "monitor_inference"], "index": ["read"]},
     "ingest": {"cluster": [], "index": ["read", "write", "maintenance"]},
     "setup": {"cluster": ["manage"], "index": ["create_index", "view_index_metadata"]},
+    "reindex": {
+        "cluster": ["manage"],
+        "index": ["read", "write", "maintenance", "create_index", "view_index_metadata", "manage", "delete_index"],
+    },
 }
 """The least privileges of each use, on the chunk, parent and registry indices (docs/cluster.md):
 
 * search: ``read`` (searches, parents, neighbours, the registry GET);
+* es_rerank: a search with ``--rerank-inference-id`` wraps the native fusion retriever, which needs cluster
+  ``monitor`` (the version and licence), and ``text_similarity_reranker`` runs ``GetInferenceModelAction``
+  (``cluster:monitor/xpack/inference/get``) as the caller (``TextSimilarityRankFeaturePhaseRankCoordinatorContext``):
+  ``monitor_inference``, which ``monitor`` includes and a role of action patterns may lack;
 * ingest: ``read`` (registry, delete-by-query's search), ``write`` (bulk, registry writes, deletes) and
   ``maintenance`` (the refresh before a version switch);
 * setup: cluster ``manage`` (templates, pipelines, and the stored script, which only ``manage`` allows), index
-  ``create_index`` and ``view_index_metadata`` (whether the indices exist).
+  ``create_index`` and ``view_index_metadata`` (whether the indices exist);
+* reindex: setup's and ingest's privileges for the new generation, index ``manage`` (``POST _aliases`` needs
+  ``indices:admin/aliases`` on the indices) and ``delete_index`` (``--migrate`` and ``--cleanup`` delete indices).
 
 Cluster ``monitor`` is optional everywhere: without it the probe cannot read the version or the licence (client
 fusion, version features learned from answers) and delete-by-query runs in the foreground instead of as a task."""
@@ -52,7 +63,8 @@ def privileges_request(settings: Settings) -> EsRequest:
     """
     names = [settings.chunk_index, settings.parent_index, registry_index(settings)]
     index_privs = sorted({p for role in ROLE_PRIVILEGES.values() for p in role["index"]})
-    body = {"cluster": ["manage", "monitor"], "index": [{"names": names, "privileges": index_privs}]}
+    cluster_privs = sorted({p for role in ROLE_PRIVILEGES.values() for p in role["cluster"]} | {"monitor"})
+    body = {"cluster": cluster_privs, "index": [{"names": names, "privileges": index_privs}]}
     return EsRequest("POST", "_security/user/_has_privileges", body)
 
 

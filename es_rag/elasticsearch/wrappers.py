@@ -25,6 +25,11 @@ def es_rerank_blocker_of(
     if caps.es_rerank_refused is not None:
         return caps.es_rerank_refused
     inference_id = str(settings.rerank.inference_id)
+    if "_inference/_all" in caps.unreadable:
+        # GET _inference and the reranker's GetInferenceModelAction are one action,
+        # cluster:monitor/xpack/inference/get, which the retriever runs as the caller
+        # (TextSimilarityRankFeaturePhaseRankCoordinatorContext): a key that cannot list endpoints cannot rerank
+        return MONITOR_INFERENCE_MISSING
     if "_inference/_all" not in caps.unreadable:
         info = caps.inference_endpoint_info.get(inference_id)
         if info is None:
@@ -50,6 +55,13 @@ def diversify_blocker_of(
     return why
 
 
+MONITOR_INFERENCE_MISSING = (
+    "the key lacks cluster privilege monitor_inference, which text_similarity_reranker needs: Elasticsearch runs "
+    "GetInferenceModelAction as the caller (grant monitor_inference to the search role, docs/cluster.md)"
+)
+"""Why a search does not rerank in Elasticsearch when the key cannot read inference endpoints."""
+
+
 def refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> tuple[str, bool] | None:
     """Which wrapping retriever (``text_similarity_reranker`` or ``diversify``) a refusal is about, and whether
     it is permanent for this cluster (a licence 403, an unknown retriever); None when it is about neither.
@@ -59,6 +71,8 @@ def refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> t
     if exc.status is None or not 400 <= exc.status < 500:
         return None
     text = str(exc)
+    if es_rerank and exc.status == 403 and "cluster:monitor/xpack/inference/get" in text:
+        return "text_similarity_reranker", True  # the caller lacks monitor_inference: no later search can rerank
     for kind, active in (("text_similarity_reranker", es_rerank), ("diversify", diversify)):
         if active and (f"[{kind}]" in text or (kind == "text_similarity_reranker" and "Inference endpoint" in text)):
             sticky = isinstance(exc, LicenseError) or f"unknown retriever [{kind}]" in text

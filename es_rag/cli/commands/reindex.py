@@ -156,6 +156,8 @@ def _act(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: boo
         for g in doomed:
             print(f"cleanup: {store.delete(g)}")
         return 0
+    if on_cluster:
+        store.preflight()
     return _build(args, settings, store, on_cluster=on_cluster)
 
 

@@ -129,6 +129,10 @@ INDEX_ACTIONS: dict[str, set[str]] = {
     "indices:admin/get": {"view_index_metadata", "manage"},
     "indices:admin/refresh": {"maintenance", "manage"},
     "indices:admin/mapping/put": {"manage"},
+    # IndexPrivilege: VIEW_METADATA holds GetAliasesAction.NAME; only MANAGE ("indices:admin/*") holds
+    # IndicesAliasesAction.NAME (POST _aliases needs it on every index it names)
+    "indices:admin/aliases/get": {"view_index_metadata", "manage"},
+    "indices:admin/aliases": {"manage"},
 }
 """Index action -> index privileges granting it besides ``all`` (IndexPrivilege)."""
 CLUSTER_IMPLIES = {
@@ -1644,6 +1648,12 @@ class StrictCluster:
             self._require_index(p, "indices:data/read/get", [index])
             return self._lookup(index, doc_id, path)
 
+        def rerank(inference_id: str, query: str, text: str) -> float:
+            # TextSimilarityRankFeaturePhaseRankCoordinatorContext.computeScores runs GetInferenceModelAction
+            # through client.execute, as the caller: cluster:monitor/xpack/inference/get (monitor_inference)
+            self._require_cluster(p, "cluster:monitor/xpack/inference/get")
+            return self._rerank(inference_id, query, text)
+
         return Searcher(
             [self._view(n) for n in names],
             version=self.version_tuple,
@@ -1651,7 +1661,7 @@ class StrictCluster:
             license_active=self.license_status == "active",
             lookup=lookup,
             embed=self._embed,
-            rerank=self._rerank,
+            rerank=rerank,
         )
 
     def _search(
