@@ -36,6 +36,7 @@ from es_rag.elasticsearch.wrappers import (
     MONITOR_INFERENCE_MISSING,
     diversify_blocker_of,
     diversify_spec,
+    endpoint_score,
     es_rerank_blocker_of,
     hit_indices,
     refused_wrapper,
@@ -351,7 +352,10 @@ class ElasticsearchBackend(ClusterAdmin):
                 hits = resp.get("hits", {}).get("hits", [])
                 fused = [hit_from_es(h).replace(fused_score=h.get("_score"), final_score=h.get("_score")) for h in hits]
                 if es_rerank:
-                    fused = [h.replace(rerank_score=h.fused_score, reranker_model=f"es:{inference_id}") for h in fused]
+                    fused = [
+                        h.replace(rerank_score=endpoint_score(h.fused_score), reranker_model=f"es:{inference_id}")
+                        for h in fused
+                    ]
                 if semantic_mode(settings):
                     notes.append(server_chunk_note(hits))
                 div_spec = diversify_spec(reqs) if diversify else None

@@ -4,6 +4,7 @@ about and whether it sticks (:func:`refused_wrapper`), and what the answer says 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,6 +61,23 @@ MONITOR_INFERENCE_MISSING = (
     "GetInferenceModelAction as the caller (grant monitor_inference to the search role, docs/cluster.md)"
 )
 """Why a search does not rerank in Elasticsearch when the key cannot read inference endpoints."""
+
+
+def endpoint_score(score: float | None) -> float | None:
+    """The rerank endpoint's own score of a hit that ``text_similarity_reranker`` returned.
+
+    Elasticsearch (8.16.4+, every version es_rag supports; PR #120930) returns ``max(s, 0) + min(exp(s), 1)`` of the
+    endpoint's score ``s`` (``TextSimilarityRankFeaturePhaseRankCoordinatorContext.normalizeScore``): a positive
+    score comes back one higher, a negative one as ``exp(s)``. This inverts it, so the trace shows ``s``.
+
+    Args:
+        score: The hit's ``_score``.
+    """
+    if score is None:
+        return None
+    if score >= 1.0:
+        return score - 1.0
+    return math.log(score) if score > 0.0 else float("-inf")
 
 
 def refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> tuple[str, bool] | None:

@@ -18,6 +18,7 @@ What the double refuses, and where Elasticsearch defines it:
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -332,3 +333,13 @@ def test_the_embedded_backend_says_why_the_local_cross_encoder_reranks() -> None
         "Elasticsearch rerank not used: the embedded backend has no text_similarity_reranker"
         in (result.trace.paths["rerank"])
     )
+
+
+@pytest.mark.parametrize("raw", [-7.5, -0.3, 0.0, 0.42, 3.0])
+def test_the_trace_shows_the_endpoints_score_not_elasticsearchs_normalised_one(raw: float) -> None:
+    """Elasticsearch returns ``max(s, 0) + min(exp(s), 1)`` of the endpoint's score (PR #120930, 8.16.4+;
+    ``TextSimilarityRankFeaturePhaseRankCoordinatorContext.normalizeScore``): a positive score one higher."""
+    from es_rag.elasticsearch.wrappers import endpoint_score
+
+    returned = max(raw, 0.0) + min(math.exp(raw), 1.0)
+    assert endpoint_score(returned) == pytest.approx(raw, abs=1e-12)

@@ -1197,10 +1197,12 @@ class Searcher:
             scored.append((self.rerank(inference_id, str(spec["inference_text"]), text), pos, view, doc_id))
         scored.sort(key=lambda x: (-x[0], x[1]))
         min_score = spec.get("min_score")
+        # TextSimilarityRankFeaturePhaseRankCoordinatorContext.preprocess: min_score on the endpoint's score, then
+        # normalizeScore = max(s, 0) + min(exp(s), 1) (8.16.4+, PR #120930), so that no score is negative
         out: list[tuple[IndexView, str, float | None]] = [
-            (view, doc_id, score)
+            (view, doc_id, max(score, 0.0) + math.exp(min(score, 0.0)))
             for score, _pos, view, doc_id in scored
-            if min_score is None or score >= float(min_score)  # combineInnerRetrieverResults: after reranking
+            if min_score is None or score >= float(min_score)
         ]
         self._last_matched = {(v.name, d) for v, d, _ in out} if min_score is not None else matched
         return out
