@@ -126,3 +126,24 @@ def test_explain_prints_what_search_sends_for_a_misfit_language(capsys: pytest.C
     assert main(["explain", JA_QUERY, "--tenant", "acme", "--acl", "public", "--dense-fit-check", "off"]) == 0
     out, err = capsys.readouterr()
     assert "knn" in out and "no dense channel" not in err
+
+
+def test_explain_template_for_a_misfit_language_prints_the_template_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: ``explain "<Japanese>" --template`` with the default model raised TypeError (the misfit language
+    left the vector out, and the stored template always sends one)."""
+    from es_rag.cli import main
+
+    assert main(["explain", JA_QUERY, "--tenant", "acme", "--acl", "public", "--template"]) == 0
+    out, err = capsys.readouterr()
+    assert "_search/template" in out and '"query_vector"' in out
+    assert "the stored template cannot and runs it" in err
+
+
+def test_the_template_section_refuses_a_call_without_a_vector() -> None:
+    from es_rag.errors import ConfigError
+    from es_rag.explain import template_section
+    from es_rag.filters import SearchFilter
+    from es_rag.settings import Settings
+
+    with pytest.raises(ConfigError, match="needs a query vector"):
+        template_section(JA_QUERY, None, SearchFilter("acme"), Settings())

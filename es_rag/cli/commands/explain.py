@@ -82,7 +82,14 @@ def run(args: argparse.Namespace) -> int:
         language = bm25_route(args.query, settings).language.code
         if settings.encoder.fit_check is DenseFitCheck.AUTO and language:
             verdict = language_misfit(embedder, language, sample=args.query)
-            if verdict is not None and verdict[0] is not None:
+            if verdict is not None and verdict[0] is not None and args.template:
+                # the stored template has no way to leave its kNN child out: a caller sends the vector regardless
+                print(
+                    f"es-rag explain: the embedding model misfits query language {language} ({verdict[0]}): "
+                    "es-rag search leaves the dense channel out for it, the stored template cannot and runs it",
+                    file=sys.stderr,
+                )
+            elif verdict is not None and verdict[0] is not None:
                 # what search does (RagPipeline._language_misfit): no dense channel for this query's language
                 vector = None
                 print(
