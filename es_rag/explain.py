@@ -127,13 +127,7 @@ def template_section(
         vectors_param: See :func:`es_rag.elasticsearch.bodies.source_spec`.
     """
     from es_rag.elasticsearch.search_template import search_template_id, search_template_request
-    from es_rag.errors import ConfigError
 
-    if vector is None:
-        raise ConfigError(
-            "the stored search template always runs bm25 + dense and needs a query vector; this call has none "
-            "(explain without --template prints the bm25-only request es_rag sends)"
-        )
     exact = " + exact" if settings.retrieve.exact_channel == "auto" and extract_identifiers(query) else ""
     comments = [
         f"stored search template {search_template_id(settings)} (installed by es-rag setup): native rrf over "

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from es_rag.elasticsearch.bodies import exact_query, source_spec
+from es_rag.elasticsearch.bodies import exact_query, semantic_highlight, source_spec
+from es_rag.errors import ConfigError
 from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
-from es_rag.query import bm25_route, extract_identifiers
-from es_rag.settings import Settings
+from es_rag.query import bm25_route, extract_identifiers, semantic_mode
+from es_rag.settings import SEMANTIC_FIELD, Settings
 
 
 def search_template_id(settings: Settings) -> str:
@@ -29,7 +30,7 @@ def search_template_id(settings: Settings) -> str:
 
 def search_template_params(
     query_text: str,
-    query_vector: Sequence[float] | np.ndarray,
+    query_vector: Sequence[float] | np.ndarray | None,
     flt: SearchFilter,
     settings: Settings,
     *,
@@ -39,15 +40,23 @@ def search_template_params(
 
     Args:
         query_text: The user's query.
-        query_vector: The query embedding.
+        query_vector: The query embedding; None in ``vector_mode=semantic_text``, where the template's dense child
+            is the ``semantic`` query (``params.semantic``) and Elasticsearch embeds the query.
         flt: Hard filter (rendered into every child retriever by the template).
         settings: Candidate counts and RRF parameters.
         vectors_in_source_param: See :func:`source_spec`.
     """
     identifiers = extract_identifiers(query_text) if settings.retrieve.exact_channel == "auto" else []
-    params: dict[str, Any] = {
-        "query_text": query_text,
-        "query_vector": [float(x) for x in query_vector],
+    semantic = semantic_mode(settings)
+    if query_vector is None and not semantic:
+        raise ConfigError(
+            "the stored search template runs bm25 + dense and needs a query vector (vector_mode semantic_text needs "
+            "none: Elasticsearch embeds the query)"
+        )
+    params: dict[str, Any] = {"query_text": query_text}
+    if query_vector is not None and not semantic:
+        params["query_vector"] = [float(x) for x in query_vector]
+    params |= {
         "filter": flt.to_es(),
         "k": settings.retrieve.candidate_k,
         "num_candidates": settings.retrieve.num_candidates,
@@ -56,8 +65,10 @@ def search_template_params(
         "fields": list(bm25_route(query_text, settings).fields),  # the query language's subfields, as bm25_query
         "source": source_spec(vectors_in_source_param=vectors_in_source_param),
     }
+    if semantic:
+        params["semantic"] = {"field": SEMANTIC_FIELD, "highlight": semantic_highlight()}
     rescore = settings.index.vector_rescore()
-    if rescore:  # a quantized index: the kNN search's rescore_vector, as knn_clause writes it
+    if rescore and not semantic:  # a quantized index: the kNN search's rescore_vector, as knn_clause writes it
         params["rescore"] = rescore
     if settings.retrieve.bm25_tie_breaker:  # absent = the template's section is skipped, as the native body omits it
         params["tie_breaker"] = settings.retrieve.bm25_tie_breaker
@@ -68,7 +79,7 @@ def search_template_params(
 
 def search_template_request(
     query_text: str,
-    query_vector: Sequence[float] | np.ndarray,
+    query_vector: Sequence[float] | np.ndarray | None,
     flt: SearchFilter,
     settings: Settings,
     *,
@@ -78,7 +89,7 @@ def search_template_request(
 
     Args:
         query_text: The user's query.
-        query_vector: The query embedding.
+        query_vector: The query embedding (None in ``vector_mode=semantic_text``).
         flt: Hard filter.
         settings: Candidate counts, index and template names.
         vectors_in_source_param: See :func:`~es_rag.elasticsearch.bodies.source_spec` (False before Elasticsearch

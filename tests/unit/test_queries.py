@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from es_rag.elasticsearch.assets import search_template_source
@@ -10,6 +12,7 @@ from es_rag.elasticsearch.search_template import render_search_template, search_
 from es_rag.filters import SearchFilter
 from es_rag.query import channel_plan, extract_identifiers
 from es_rag.settings import Settings
+from tests.support.double.mustache import render_template
 
 FLT = SearchFilter("acme", ("support",), metadata={"source_id": ("faq",)})
 VEC = [0.5, -0.25, 0.125, 1.0]
@@ -101,3 +104,17 @@ def test_template_escapes_quotes_in_the_query() -> None:
     q = 'he said "stop" \\ now'
     rendered = render_search_template(search_template_source(), search_template_params(q, VEC, FLT, s))
     assert rendered["retriever"]["rrf"]["retrievers"][0]["standard"]["query"]["multi_match"]["query"] == q
+
+
+@pytest.mark.parametrize("query", ["reset password", "what is E1042 in sync_engine.start()"])
+def test_stored_template_in_semantic_text_mode_runs_the_semantic_query_not_knn(query: str) -> None:
+    """Issue 29: the stored template carried a ``knn`` child on the ``vector`` field, which a ``semantic_text``
+    index does not have. With ``params.semantic`` its dense child is the ``semantic`` query, as the native body."""
+    s = Settings(vector_dims=384, inference_id="e5", vector_mode="semantic_text")
+    params = search_template_params(query, None, FLT, s)
+    assert "query_vector" not in params
+    rendered = render_search_template(search_template_source(), params)
+    assert rendered == native_fusion_body(query, None, FLT, s)
+    assert "knn" not in json.dumps(rendered)
+    # the double's independent mustache renderer (the one _search/template runs) agrees
+    assert json.loads(render_template(search_template_source(), params)) == rendered
