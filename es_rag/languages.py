@@ -50,6 +50,12 @@ DOCUMENT_MIN_CONFIDENCE = 0.5
 """py3langid's normalised probability a document's language needs (among all its languages)."""
 QUERY_MIN_CONFIDENCE = 0.9
 """Probability a query's language needs among the configured languages (``E1042`` alone: en 0.63, undecided)."""
+OTHER_LANGUAGE_MIN_CONFIDENCE = 0.5
+"""Probability (among all of py3langid's languages) with which a query in a language the index has no subfields for
+is recognised as such, when it is also :data:`OTHER_LANGUAGE_MARGIN` times the configured languages' together: it
+then queries the base fields rather than another language's stemmer. "Fehlermeldung beim Synchronisieren": de 0.86,
+en 0.000; short English queries stay English ("sync error": la 0.17, "malaria vaccine efficacy": it 0.35)."""
+OTHER_LANGUAGE_MARGIN = 10.0
 MIN_LETTERS = 3
 """A text with fewer letters gets no detected language."""
 DETECT_CHARS = 4000
@@ -255,8 +261,10 @@ def query_language(
 ) -> LanguageDecision:
     """The language a query is routed to (``--query-language``).
 
-    ``none``: no routing. A code: that language. ``auto``: py3langid among ``languages`` (the codes with subfields),
-    when at least :data:`QUERY_MIN_CONFIDENCE` sure; else the corpus language (``--language``); else none.
+    ``none``: no routing. A code: that language. ``auto``: a language without subfields when py3langid clearly
+    says so (:data:`OTHER_LANGUAGE_MIN_CONFIDENCE`; its fields are the base fields); else py3langid among
+    ``languages`` (the codes with subfields), when at least :data:`QUERY_MIN_CONFIDENCE` sure; else the corpus
+    language (``--language``); else none.
 
     Args:
         query_text: The query.
@@ -268,6 +276,14 @@ def query_language(
         return LanguageDecision(None, "none")
     if mode != "auto":
         return LanguageDecision(mode, "given")
+    if _letters(query_text) >= MIN_LETTERS and languages:
+        overall = language_scores(query_text[:DETECT_CHARS])
+        if overall:
+            top, p = overall[0]
+            ours = sum(q for c, q in overall if c in languages)
+            if top not in languages and p >= OTHER_LANGUAGE_MIN_CONFIDENCE and p >= OTHER_LANGUAGE_MARGIN * ours:
+                # a language without subfields (German on an en + ja index): the base fields, not .en
+                return LanguageDecision(top, "detected", round(p, 4))
     if len(languages) == 1:
         scores = [(languages[0], 1.0)] if _letters(query_text) >= MIN_LETTERS else []
     else:

@@ -87,6 +87,12 @@ def test_a_document_language_the_user_gave_wins_over_detection() -> None:
         ("E1042", "auto", "ja", "ja", "fallback"),  # unsure: the corpus language
         (EN, "none", "ja", None, "none"),
         (EN, "ja", None, "ja", "given"),
+        # issue 29: a language without subfields is recognised when py3langid is clearly sure of it, so German goes
+        # to the base fields, not to text.en's English stemmer; short English queries stay English
+        ("Fehlermeldung beim Synchronisieren", "auto", None, "de", "detected"),
+        ("¿Cómo restablezco mi contraseña?", "auto", None, "es", "detected"),
+        ("sync error", "auto", None, "en", "detected"),  # overall: la 0.17, unsure
+        ("malaria vaccine efficacy", "auto", None, "en", "detected"),  # overall: it 0.35, unsure
     ],
 )
 def test_query_language(query: str, mode: str, corpus: str | None, code: str | None, how: str) -> None:
@@ -236,3 +242,9 @@ def test_embedded_subfields_mirror_english_and_cjk() -> None:
     assert [h.chunk_id for h in ret.channels["bm25"]] == ["a"]
     ret = backend.retrieve("synced", None, flt, Settings(rerank_model=None, query_language="none"))
     assert ret.channels["bm25"] == []
+
+
+def test_a_german_query_on_an_en_ja_index_queries_the_base_fields() -> None:
+    route = bm25_route("Wie setze ich mein Passwort zurück", Settings(languages="en,ja"))
+    assert route.language.code == "de"
+    assert not any(f.split("^")[0].endswith((".en", ".ja")) for f in route.fields)
