@@ -60,6 +60,7 @@ from tests.support.double.mapping import (
     validate_settings,
 )
 from tests.support.double.mustache import MustacheError, render_template
+from tests.support.double.routes import method_not_allowed
 from tests.support.double.search import IndexView, Searcher, compliance
 
 TEMPLATE_SRC = "server/src/main/java/org/elasticsearch/cluster/metadata/MetadataIndexTemplateService.java"
@@ -335,8 +336,15 @@ class StrictCluster:
         self.log.append(f"{method} {path}")
         try:
             principal = self._authenticate(headers, path)
+            wrong = method_not_allowed(method.upper(), path, before_routing=True)
+            if wrong is not None:  # RestController: routing (and its 405) comes before any action
+                return wrong
             return self._route(method.upper(), path.strip("/"), params, body, principal)
         except EsError as exc:
+            if exc.reason.startswith("no handler found for uri"):
+                wrong = method_not_allowed(method.upper(), path)
+                if wrong is not None:
+                    return wrong
             return exc.status, exc.body()
 
     def _authenticate(self, headers: Mapping[str, str], path: str) -> Principal | None:
@@ -562,8 +570,13 @@ class StrictCluster:
             self._require_cluster(p, "cluster:monitor/xpack/inference/post")
             task, eid = rest
             endpoint = self.endpoints.get(eid)
-            if endpoint is None:
-                raise EsError(404, "resource_not_found_exception", f"Inference endpoint not found [{eid}]")
+            if endpoint is None:  # ModelRegistry.getModelWithSecrets
+                raise EsError(
+                    404,
+                    "resource_not_found_exception",
+                    f"Inference endpoint not found [{eid}]",
+                    source="x-pack/plugin/inference/.../registry/ModelRegistry.java",
+                )
             if task != endpoint.task_type or task != "text_embedding":
                 raise DoubleLimit(f"POST _inference/{task}/{eid} (task {endpoint.task_type})")
             texts = (body or {}).get("input")
@@ -1618,7 +1631,16 @@ class StrictCluster:
 
     def _embed(self, index: str, fld: str, text: str) -> list[float]:
         spec = self.indices[index].mapping.fields[fld]
-        return self.endpoints[spec.params.get("inference_id", ".elser-2-elasticsearch")].embed(text)
+        inference_id = spec.params.get("inference_id", ".elser-2-elasticsearch")
+        endpoint = self.endpoints.get(inference_id)
+        if endpoint is None:  # the field's endpoint was deleted: the semantic query's model lookup fails
+            raise EsError(
+                404,
+                "resource_not_found_exception",
+                f"Inference endpoint not found [{inference_id}]",
+                source="x-pack/plugin/inference/.../registry/ModelRegistry.java",
+            )
+        return endpoint.embed(text)
 
     def _rerank(self, inference_id: str, query: str, text: str) -> float:
         """Score one document with a ``rerank`` endpoint (``text_similarity_reranker``)."""

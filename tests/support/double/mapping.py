@@ -35,11 +35,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import regex
 
+from tests.support.double.dates import parse_date
 from tests.support.double.errors import DoubleLimit, EsError
 
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
@@ -594,9 +594,12 @@ def _check_multi_field(name: str, sub: str, sub_spec: Any) -> None:
 def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> dict[str, Any]:
     """Validate a dense_vector mapping and fill the index_options default the cluster version applies."""
     element = spec.get("element_type", "float")
-    if element not in ("float", "byte", "bit"):
+    # DenseVectorFieldMapper.ElementType: FLOAT, BYTE, BIT; BFLOAT16 from 9.3 (PR #138492, "Initial bfloat16
+    # support has been added to Elasticsearch 9.3"), stored in two bytes and read back as float
+    elements = ("float", "byte", "bit", "bfloat16") if version[:2] >= (9, 3) else ("float", "byte", "bit")
+    if element not in elements:
         raise mapping_error(
-            f"invalid element_type [{element}]; available types are [float, byte, bit]", source=VECTOR_SRC
+            f"invalid element_type [{element}]; available types are [{', '.join(elements)}]", source=VECTOR_SRC
         )
     dims = spec.get("dims")
     if dims is not None:
@@ -644,7 +647,7 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
             raise mapping_error(
                 f"Mapping definition for [{name}] has unsupported parameters:  [{shown}]", source=VECTOR_SRC
             )
-        if itype in QUANTIZED and element != "float":
+        if itype in QUANTIZED and element not in ("float", "bfloat16"):
             raise mapping_error(
                 f"[element_type] cannot be [{element}] when using index type [{itype}]", source=VECTOR_SRC
             )
@@ -667,7 +670,7 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
                 raise mapping_error("oversample must be less than or equal to 10", source=VECTOR_SRC)
         elif itype.startswith("bbq") and version >= (9, 1):
             spec["index_options"] = {**opts, "rescore_vector": {"oversample": 3.0}}
-    elif indexed and element == "float" and dims is not None:
+    elif indexed and element in ("float", "bfloat16") and dims is not None:  # PR #145202: bfloat16 as float
         # DenseVectorFieldMapper defaults: 8.14+ int8_hnsw; 9.1+ bbq_hnsw (oversample 3.0) when dims >= 384
         if version >= (9, 1) and dims >= BBQ_DIMS_DEFAULT_THRESHOLD:
             spec["index_options"] = {
@@ -804,7 +807,7 @@ def _validate_value(
                     doc_id,
                 )
         elif spec.type in ("integer", "long", "float", "double"):
-            if isinstance(v, bool) or not _numeric(v):
+            if isinstance(v, bool) or not _numeric(v) or not _in_range(spec.type, v):
                 raise _doc_error(
                     f"failed to parse field [{path}] of type [{spec.type}] in document with id '{doc_id}'. "
                     f"Preview of field's value: '{v}'",
@@ -842,16 +845,22 @@ def _numeric(v: Any) -> bool:
     return False
 
 
+_WHOLE_RANGES = {"integer": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+"""``NumberFieldMapper.NumberType``: INTEGER refuses a value outside ``Integer.MIN_VALUE..MAX_VALUE`` ("Value [x] is
+out of range for an integer"; a JSON number: Jackson's "out of range of int"), LONG outside the long range
+(``NumberFieldMapperTests`` / ``IntegerFieldMapperTests.outOfRangeSpecs``); a fraction is truncated (``coerce``)."""
+
+
+def _in_range(ftype: str, v: Any) -> bool:
+    bounds = _WHOLE_RANGES.get(ftype)
+    if bounds is None:
+        return True
+    number = float(v) if not isinstance(v, int) else v
+    return bounds[0] <= number <= bounds[1]
+
+
 def _date_ok(v: Any) -> bool:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return True
-    if not isinstance(v, str):
-        return False
-    try:
-        datetime.fromisoformat(v.replace("Z", "+00:00"))
-        return True
-    except ValueError:
-        return v.isdigit()
+    return parse_date(v) is not None
 
 
 def _validate_vector(spec: FieldSpec, v: Any, path: str, doc_id: str | None) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 
 import regex
 
+from tests.support.double.dates import date_millis, parse_date
 from tests.support.double.errors import DoubleLimit, EsError, parse_error
 from tests.support.double.mapping import FieldSpec, vector_score
 
@@ -1474,12 +1475,7 @@ def _date_ms(value: Any) -> int:
     """A stored date as the ``date`` field type indexes it (``strict_date_optional_time||epoch_millis``, UTC)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
-    text = str(value)
-    if text.isdigit():
-        return int(text)
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
-    return int(moment.timestamp() * 1000)
+    return date_millis(value)
 
 
 def _round(ms: int, unit: str, up: bool) -> int:
@@ -1665,8 +1661,10 @@ def _fetch_value(ftype: str, value: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             moment = datetime.fromtimestamp(value / 1000, tz=timezone.utc)
         else:
-            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+            parsed = parse_date(str(value))
+            if parsed is None:
+                raise DoubleLimit(f"fetching the date [{value}], which its field would have refused")
+            moment = parsed.astimezone(timezone.utc)
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
     raise DoubleLimit(f"fetching a [{ftype}] field with [fields]")
 
