@@ -54,6 +54,7 @@ from es_rag.evaluation.metrics import (
     recall_at,
     run_from_ids,
 )
+from es_rag.evaluation.native_check import native_vs_client
 from es_rag.filters import SearchFilter
 from es_rag.settings import Settings
 
@@ -140,6 +141,7 @@ def evaluate(
     index: EvalIndex | None = None,
     unit: ChunkUnit | None = None,
     es_backend: Any = None,
+    compare_native: bool = True,
 ) -> dict[str, Any]:
     """Run every stage over the split's queries and score each stage.
 
@@ -166,6 +168,8 @@ def evaluate(
             (:func:`~es_rag.evaluation.index.build_es_index`) and every query runs against the cluster, with
             client-side fusion so each channel's list is scored (Elasticsearch's native rrf returns only the fused
             list; the client RRF equals it).
+        compare_native: With ``es_backend``, also run every query on the native fusion path and compare the fused
+            lists (:func:`~es_rag.evaluation.native_check.native_vs_client`; doubles the queries sent).
     """
     from es_rag.pipeline import RagPipeline
     from es_rag.wiring import build_reranker
@@ -221,6 +225,7 @@ def evaluate(
     }
     runs: dict[str, dict[str, dict[str, float]]] = {k: {} for k in ("bm25", "dense", "hybrid", "rerank", "context")}
     channel_ids: dict[str, dict[str, list[str]]] = {"bm25": {}, "dense": {}}
+    client_fused: dict[str, list[tuple[str, float | None]]] = {}
     lat: dict[str, list[float]] = {}
     tokens: list[int] = []
     dup_rates: list[float] = []
@@ -264,6 +269,7 @@ def evaluate(
                 runs[ch][qid] = run_from_ids(docs(ids))
             fused = result.fused
             runs["hybrid"][qid] = run_from_ids(docs(fused))
+            client_fused[qid] = [(h.chunk_id, h.fused_score) for h in result.stage_hits.get("retrieved", [])]
             rerank_path = trace.paths.get("rerank", rerank_path)
             reranked = result.reranked
             head = [h.chunk_id for h in result.candidates]
@@ -351,6 +357,17 @@ def evaluate(
         }
     else:
         stages["chunking"] = _chunking_stage(chunked, qrels, runs["dense"], channel_ids, depth)
+    if es_backend is not None and compare_native:  # the native bodies, beside the client path (native_check)
+        stages["native_vs_client"] = native_vs_client(
+            es_backend,
+            settings,
+            queries,
+            client_fused,
+            embedder=embedder,
+            tokenizer=embedder.tokenizer(),
+            flt=flt,
+            progress=progress,
+        )
     paths = dict(index.paths)
     paths["fusion"] = f"client-rrf (rank_constant={settings.fusion.rank_constant}, rank_window_size={depth})"
     paths["rerank"] = rerank_path if reranker is not None else "disabled"
@@ -438,6 +455,17 @@ def format_report(result: dict[str, Any]) -> str:
             f"p95={ck['tokens_per_chunk']['p95']}, vectors {ck['index']['vector_bytes']} bytes, "
             f"embedded {ck['embed_tokens']} tokens in {ck['embed_seconds']} s ({ck['from_cache']} from cache)"
         )
+    native = result["stages"].get("native_vs_client")
+    if native is not None:
+        lines.append("")
+        if "skipped" in native:
+            lines.append(f"native fusion path: not compared ({native['skipped']})")
+        else:
+            lines.append(
+                f"native fusion path vs client, fused lists of {native['queries']} queries: {native['identical']} "
+                f"identical, {native['ties']} equal up to the order of tied scores, {native['different']} different "
+                f"(max score difference {native['max_score_difference']:.2g})"
+            )
     lines.append("")
     lines.append("latency per query (ms):")
     lines.extend(f"  {k:<16} p50={v['p50']:>8.1f} p95={v['p95']:>8.1f}" for k, v in result["latency_ms"].items())
