@@ -207,7 +207,9 @@ def test_strict_mapping_refuses_unmapped_fields_a_pipeline_adds() -> None:
 
 
 def test_index_time_vector_checks() -> None:
-    """DenseVectorFieldMapper index-time checks: dims, cosine zero magnitude, dot_product unit length."""
+    """DenseVectorFieldMapper index-time checks: dims (``checkDimensionExceeded`` when the vector is longer), cosine
+    zero magnitude, dot_product unit length, each wrapped by ``DocumentParser.wrapInDocumentParsingException``
+    (``failed to parse: ``) with ``Preview of invalid vector`` (audit W17)."""
     cl = StrictCluster()
     props = {"c": {"type": "dense_vector", "dims": 2, "similarity": "cosine"}}
     props["d"] = {"type": "dense_vector", "dims": 2, "similarity": "dot_product"}
@@ -224,9 +226,15 @@ def test_index_time_vector_checks() -> None:
     ]
     _, resp = call(cl, "POST", "_bulk", lines)
     reasons = [i["index"].get("error", {}).get("reason", "") for i in resp["items"]]
-    assert "different number of dimensions [3] than defined in the mapping [2]" in reasons[0]
-    assert reasons[1] == "The [cosine] similarity does not support vectors with zero magnitude."
-    assert reasons[2].startswith("The [dot_product] similarity can only be used with unit-length vectors.")
+    assert reasons[0] == (
+        "failed to parse: The [dense_vector] field [c] in doc [document with id '1'] has more dimensions than "
+        "defined in the mapping [2]"
+    )
+    assert reasons[1] == (
+        "failed to parse: The [cosine] similarity does not support vectors with zero magnitude. Preview of invalid "
+        "vector: [0.0, 0.0]"
+    )
+    assert reasons[2].startswith("failed to parse: The [dot_product] similarity can only be used with unit-length")
     assert reasons[3] == ""
 
 
@@ -420,7 +428,9 @@ def test_linear_top_level_normalizer_by_version() -> None:
     l2 = {"retriever": {"linear": {"retrievers": [{**child[0], "normalizer": "l2_norm"}], "rank_window_size": 10}}}
     v90 = StrictCluster(version="9.0.0")
     _searchable(v90)
-    assert reason(call(v90, "POST", "s/_search", l2)) == "Unknown normalizer [l2_norm]"
+    refused = call(v90, "POST", "s/_search", l2)  # ScoreNormalizer.valueOf in the component's field parser (W7)
+    assert reason(refused) == "[linear] failed to parse field [retrievers]"
+    assert refused[1]["error"]["caused_by"]["caused_by"]["reason"] == "Unknown normalizer [l2_norm]"
 
 
 def test_unknown_keys_are_refused() -> None:
@@ -435,7 +445,7 @@ def test_unknown_keys_are_refused() -> None:
     )
     assert reason(call(cl, "POST", "s/_search", {"retriever": {"fuse": {}}})) == "unknown retriever [fuse]"
     both = call(cl, "POST", "s/_search", {"retriever": RRF, "query": {"match_all": {}}})
-    assert reason(both) == "cannot specify [retriever] and [query]"
+    assert reason(both) == "Validation Failed: 1: cannot specify [retriever] and [query];"  # audit W1
 
 
 def test_exclude_vectors_exists_from_9_2() -> None:
@@ -574,11 +584,11 @@ def test_every_response_carries_the_product_header_over_http() -> None:
 
 
 def test_rename_semantics() -> None:
-    """RenameProcessor: a missing field fails (``field [x] not present as part of path [x]``) unless
+    """RenameProcessor: a missing field fails (``field [x] doesn't exist``, audit W24) unless
     ignore_missing; an existing target fails unless override (the inference pipeline renames is_truncated)."""
     assert _run([{"rename": {"field": "a", "target_field": "b"}}], {"a": 1}) == {"b": 1}
     assert _run([{"rename": {"field": "a", "target_field": "b", "ignore_missing": True}}], {"c": 1}) == {"c": 1}
-    with pytest.raises(IngestFailure, match=r"field \[a\] not present as part of path \[a\]"):
+    with pytest.raises(IngestFailure, match=r"field \[a\] doesn't exist"):
         _run([{"rename": {"field": "a", "target_field": "b"}}], {})
     with pytest.raises(IngestFailure, match=r"field \[b\] already exists"):
         _run([{"rename": {"field": "a", "target_field": "b"}}], {"a": 1, "b": 2})

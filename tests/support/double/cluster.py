@@ -99,8 +99,10 @@ CLUSTER_ACTIONS: dict[str, set[str]] = {
     "cluster:monitor/nodes/info": {"monitor"},
     "cluster:monitor/task/get": {"monitor"},
     "cluster:monitor/xpack/inference/get": {"monitor_inference", "monitor", "manage_inference"},
-    # InferenceAction.NAME; ClusterPrivilegeResolver grants it to monitor_inference and manage_inference
-    "cluster:monitor/xpack/inference/post": {"monitor_inference", "manage_inference"},
+    # InferenceAction.NAME (POST _inference): MONITOR_INFERENCE_PATTERN / MANAGE_INFERENCE_PATTERN
+    # "cluster:monitor/xpack/inference*" ("no trailing slash to match the POST InferenceAction name") and
+    # MONITOR_PATTERN "cluster:monitor/*"
+    "cluster:monitor/xpack/inference": {"monitor_inference", "monitor", "manage_inference"},
     "indices:admin/index_template/get": {"manage_index_templates", "monitor"},
     "indices:admin/index_template/put": {"manage_index_templates"},
     "indices:admin/index_template/delete": {"manage_index_templates"},
@@ -120,7 +122,9 @@ CLUSTER_ACTIONS: dict[str, set[str]] = {
 INDEX_ACTIONS: dict[str, set[str]] = {
     "indices:data/read/search": {"read"},
     "indices:data/read/get": {"read"},
-    "indices:data/write/index": {"index", "write"},
+    # IndexPrivilege.CREATE_AUTOMATON "indices:data/write/index*" grants an overwriting index too; create_doc's
+    # ("index", "index[*", "index:op_type/create") does not cover the op_type=index item action
+    "indices:data/write/index": {"index", "write", "create"},
     "indices:data/write/index:op_type/create": {"index", "write", "create_doc", "create"},
     "indices:data/write/delete": {"delete", "write"},
     "indices:data/write/delete/byquery": {"delete", "write"},
@@ -128,6 +132,10 @@ INDEX_ACTIONS: dict[str, set[str]] = {
     "indices:admin/auto_create": {"create_index", "auto_configure", "manage"},
     "indices:admin/delete": {"delete_index", "manage"},
     "indices:admin/get": {"view_index_metadata", "manage"},
+    # GetMappingsAction.NAME / GetSettingsAction.NAME: VIEW_METADATA_AUTOMATON holds both; MONITOR_AUTOMATON
+    # "indices:monitor/*" the settings one; MANAGE "indices:admin/*" + "indices:monitor/*"
+    "indices:admin/mappings/get": {"view_index_metadata", "manage"},
+    "indices:monitor/settings/get": {"monitor", "view_index_metadata", "manage"},
     "indices:admin/refresh": {"maintenance", "manage"},
     "indices:admin/mapping/put": {"manage"},
     # IndexPrivilege: VIEW_METADATA holds GetAliasesAction.NAME; only MANAGE ("indices:admin/*") holds
@@ -136,6 +144,22 @@ INDEX_ACTIONS: dict[str, set[str]] = {
     "indices:admin/aliases": {"manage"},
 }
 """Index action -> index privileges granting it besides ``all`` (IndexPrivilege)."""
+CLUSTER_ACCESS_LEVEL = {
+    "read_pipeline": 3, "manage_index_templates": 3, "monitor_inference": 3, "manage_inference": 4,
+    "manage_ingest_pipelines": 5, "manage_pipeline": 5, "monitor": 10, "manage": 1000, "all": 1001,
+}  # fmt: skip
+"""``Privilege.sortByAccessLevel`` (what ``ClusterPrivilegeResolver.findPrivilegesThatGrant`` iterates): how many
+other named cluster privileges each implies, then the name. Every privilege implies ``none`` and the two empty
+``*_data_stream_global_retention`` ones (3); manage_inference also monitor_inference; the pipeline pair each other
+and read_pipeline; monitor seven ``cluster:monitor/...`` ones (inference, ml, text_structure, both transform
+names, watcher, rollup); manage and all nearly everything (all more)."""
+INDEX_ACCESS_LEVEL = {
+    "create_doc": 1, "delete": 1, "read": 1, "monitor": 1, "view_index_metadata": 1, "create_index": 1,
+    "delete_index": 1, "maintenance": 1, "auto_configure": 1, "create": 2, "index": 3, "write": 5, "manage": 100,
+    "all": 101,
+}  # fmt: skip
+"""The same for ``IndexPrivilege.findPrivilegesThatGrant``: every privilege implies ``none``; create also create_doc
+(``index*`` + ``bulk*``); index create and create_doc; write those and delete."""
 CLUSTER_IMPLIES = {
     "all": {"manage", "monitor", "manage_index_templates", "manage_pipeline", "manage_ingest_pipelines",
             "read_pipeline", "monitor_inference", "manage_inference"},
@@ -148,8 +172,8 @@ CLUSTER_IMPLIES = {
 }  # fmt: skip
 INDEX_IMPLIES = {
     "all": {"read", "write", "index", "create", "create_doc", "delete", "create_index", "delete_index", "manage",
-            "view_index_metadata", "maintenance", "auto_configure"},
-    "manage": {"create_index", "delete_index", "view_index_metadata", "maintenance", "auto_configure"},
+            "view_index_metadata", "maintenance", "auto_configure", "monitor"},
+    "manage": {"create_index", "delete_index", "view_index_metadata", "maintenance", "auto_configure", "monitor"},
     "write": {"index", "create", "create_doc", "delete"},
     "index": {"create", "create_doc"},
     "create": {"create_doc"},
@@ -404,7 +428,7 @@ class StrictCluster:
         granting = CLUSTER_ACTIONS[action] | {"manage", "all"}
         if self._cluster_privs(p) & granting:
             return
-        order = sorted(granting, key=lambda x: (x == "all", x == "manage", x))
+        order = sorted(granting, key=lambda x: (CLUSTER_ACCESS_LEVEL.get(x, 0), x))
         raise EsError(
             403,
             "security_exception",
@@ -420,7 +444,7 @@ class StrictCluster:
         granting = INDEX_ACTIONS[action] | {"all"}
         denied = [n for n in names if not self._index_privs(p, n) & granting]
         if denied:
-            order = sorted(granting, key=lambda x: (x == "all", x == "manage", x))
+            order = sorted(granting, key=lambda x: (INDEX_ACCESS_LEVEL.get(x, 0), x))
             raise EsError(
                 403,
                 "security_exception",
@@ -505,10 +529,10 @@ class StrictCluster:
         if op == "_mapping" and method in ("PUT", "POST"):
             return self._put_mapping(self._resolve(names), body, p)
         if op == "_mapping" and method == "GET":
-            self._require_index(p, "indices:admin/get", self._resolve(names))
+            self._require_index(p, "indices:admin/mappings/get", self._resolve(names))
             return 200, {n: {"mappings": self.indices[n].mapping.to_dict()} for n in self._resolve(names)}
         if op == "_settings" and method == "GET":
-            self._require_index(p, "indices:admin/get", self._resolve(names))
+            self._require_index(p, "indices:monitor/settings/get", self._resolve(names))
             return 200, {n: {"settings": _nest(self.indices[n].settings)} for n in self._resolve(names)}
         raise _no_handler(method, path)
 
@@ -567,7 +591,7 @@ class StrictCluster:
         if method == "POST" and len(rest) == 2:
             # POST _inference/<task_type>/<id> (RestInferenceAction): {"input": [...]} -> one result per input,
             # TextEmbeddingFloatResults as {"text_embedding": [{"embedding": [...]}]}
-            self._require_cluster(p, "cluster:monitor/xpack/inference/post")
+            self._require_cluster(p, "cluster:monitor/xpack/inference")
             task, eid = rest
             endpoint = self.endpoints.get(eid)
             if endpoint is None:  # ModelRegistry.getModelWithSecrets
@@ -606,7 +630,9 @@ class StrictCluster:
         if rest[1:2] == ["_simulate"] or rest[2:3] == ["_simulate"]:
             self._require_cluster(p, "cluster:admin/ingest/pipeline/simulate")
             if rest[1] == "_simulate":
-                pipeline = parse_pipeline("_simulate_pipeline", (body or {}).get("pipeline"))
+                pipeline = parse_pipeline(
+                    "_simulate_pipeline", (body or {}).get("pipeline"), version=self.version_tuple
+                )
             else:
                 pipeline = self._pipeline(rest[1])
             ictx = IngestContext(self.endpoints)
@@ -620,7 +646,7 @@ class StrictCluster:
         pid = rest[1]
         if method == "PUT":
             self._require_cluster(p, "cluster:admin/ingest/pipeline/put")
-            self.pipelines[pid] = parse_pipeline(pid, body)
+            self.pipelines[pid] = parse_pipeline(pid, body, version=self.version_tuple)
             self._notify("pipeline")
             return 200, {"acknowledged": True}
         if method == "GET":
@@ -792,12 +818,12 @@ class StrictCluster:
                 source="PutComposableIndexTemplateAction.Request.validate",
             )
         patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-        for pat in patterns:
-            for bad, what in ((" ", "a space"), (",", "a ','"), ("#", "a '#'"), (":", "a ':'")):
-                if bad in pat:
-                    raise _invalid_template(name, f"index_pattern [{pat}] must not contain {what}")
-            if pat.startswith("_"):
-                raise _invalid_template(name, f"index_pattern [{pat}] must not start with '_'")
+        problems = _template_problems(name, [str(p) for p in patterns])
+        if problems:
+            # MetadataIndexTemplateService.validate: every error in one ValidationException, whose message becomes
+            # the InvalidIndexTemplateException's cause
+            listed = "".join(f"{i}: {e};" for i, e in enumerate(problems, start=1))
+            raise _invalid_template(name, f"Validation Failed: {listed}")
         composed = list(body.get("composed_of") or [])
         ignore = set(body.get("ignore_missing_component_templates") or [])
         missing = [c for c in composed if c not in self.component_templates and c not in ignore]
@@ -1144,17 +1170,19 @@ class StrictCluster:
                 continue
             if kind == "add":
                 for name in names:
-                    if name in remaining:
+                    # AliasValidator.validateAlias: validateAliasStandalone (validateIndexOrAliasName, which has no
+                    # lowercase rule) before the same-name check; InvalidAliasNameException(name, desc) renders
+                    # "Invalid alias name [{}]: {}"
+                    problem = _name_problem(name)
+                    if problem is None and name in remaining:
+                        problem = "an index or data stream exists with the same name as the alias"
+                    if problem is not None:
                         raise EsError(
                             400,
                             "invalid_alias_name_exception",
-                            f"Invalid alias name [{name}]: an index or data stream exists with the same name as the "
-                            "alias",
-                            source=ALIAS_VALIDATOR_SRC,
+                            f"Invalid alias name [{name}]: {problem}",
+                            source=ALIAS_VALIDATOR_SRC + "; MetadataCreateIndexService.validateIndexOrAliasName",
                         )
-                    if name != name.lower() or name.startswith(("_", "-", "+")):
-                        raise EsError(400, "invalid_alias_name_exception", f"Invalid alias name [{name}]",
-                                      source=ALIAS_VALIDATOR_SRC)  # fmt: skip
                     for index in indices:
                         props = {"is_write_index": spec["is_write_index"]} if "is_write_index" in spec else {}
                         aliases.setdefault(name, {})[index] = props
@@ -1251,17 +1279,17 @@ class StrictCluster:
 
     def create_index(self, name: str, request: Mapping[str, Any]) -> IndexState:
         """Create ``name`` from the highest-priority matching index template plus the request body."""
-        if name in self.aliases:  # MetadataCreateIndexService.validateIndexOrAliasName
+        # MetadataCreateIndexService.validateIndexName: validateIndexOrAliasName, then lowercase, then the alias check
+        problem = _name_problem(name) or ("must be lowercase" if name.lower() != name else None)
+        if problem is None and name in self.aliases:
+            problem = "already exists as alias"
+        if problem is not None:
             raise EsError(
                 400,
                 "invalid_index_name_exception",
-                f"Invalid index name [{name}], already exists as alias",
-                source=CREATE_SRC,
+                f"Invalid index name [{name}], {problem}",
+                source=CREATE_SRC + " (validateIndexName / validateIndexOrAliasName; InvalidIndexNameException)",
                 index=name,
-            )
-        if name != name.lower() or name.startswith(("_", "-", "+")) or any(c in name for c in ' "*\\<|,>/?#:'):
-            raise EsError(
-                400, "invalid_index_name_exception", f"Invalid index name [{name}]", source=CREATE_SRC, index=name
             )
         for key in request or {}:
             if key not in ("settings", "mappings", "aliases"):
@@ -1802,7 +1830,7 @@ class StrictCluster:
             )
         searcher = self._searcher(resolved, p)
         snapshot = {n: dict(self.indices[n].searchable) for n in resolved}
-        matched = searcher.matching((body or {}).get("query", {"match_all": {}}))
+        matched = searcher.matching((body or {}).get("query", {"match_all": {}}), root=body)
         if max_docs is not None:  # AbstractBulkByScrollRequest.max_docs: stop after that many matched documents
             matched = matched[:max_docs]
         deleted = 0
@@ -2051,6 +2079,54 @@ def _index_missing(name: str) -> EsError:
         source="server/src/main/java/org/elasticsearch/index/IndexNotFoundException.java",
         **{"resource.type": "index_or_alias", "resource.id": name, "index_uuid": "_na_", "index": name},
     )
+
+
+INVALID_FILENAME_CHARS = ("\\", "/", "*", "?", '"', "<", ">", "|", " ", ",")
+"""``Strings.INVALID_FILENAME_CHARS``, an unmodifiable ``HashSet`` of these ten."""
+INVALID_FILENAME_CHARS_SHOWN = '[ , ", *, \\, <, |, ,, >, /, ?]'
+"""Its ``toString``: ``HashSet`` (16 buckets) iterates by ``char % 16``, insertion order within a bucket (the text
+Elasticsearch's messages show)."""
+
+
+def _name_problem(name: str) -> str | None:
+    """``MetadataCreateIndexService.validateIndexOrAliasName``: the description of the first rule ``name`` breaks
+    (None when it breaks none the double models; the byte length and ``.``/``..`` rules are not modelled)."""
+    if any(c in name for c in INVALID_FILENAME_CHARS):
+        return f"must not contain the following characters {INVALID_FILENAME_CHARS_SHOWN}"
+    if "#" in name:
+        return "must not contain '#'"
+    if ":" in name:
+        return "must not contain ':'"
+    if name[:1] in ("_", "-", "+"):
+        return "must not start with '_', '-', or '+'"
+    return None
+
+
+def _template_problems(name: str, patterns: list[str]) -> list[str]:
+    """``MetadataIndexTemplateService.validate``'s name and pattern checks, every one that fails, in its order (the
+    space check says ``index_patterns``, the others ``index_pattern``; ``validFileNameExcludingAstrix`` adds the
+    characters check)."""
+    problems = []
+    for bad, what in ((" ", "a space"), (",", "a ','"), ("#", "a '#'"), ("*", "a '*'")):
+        if bad in name:
+            problems.append(f"name must not contain {what}")
+    if name.startswith("_"):
+        problems.append("name must not start with '_'")
+    if name.lower() != name:
+        problems.append("name must be lower cased")
+    for pat in patterns:
+        if " " in pat:
+            problems.append(f"index_patterns [{pat}] must not contain a space")
+        for bad, what in ((",", "a ','"), ("#", "a '#'"), (":", "a ':'")):
+            if bad in pat:
+                problems.append(f"index_pattern [{pat}] must not contain {what}")
+        if pat.startswith("_"):
+            problems.append(f"index_pattern [{pat}] must not start with '_'")
+        if any(c in pat for c in INVALID_FILENAME_CHARS if c != "*"):
+            problems.append(
+                f"index_pattern [{pat}] must not contain the following characters {INVALID_FILENAME_CHARS_SHOWN}"
+            )
+    return problems
 
 
 def _invalid_template(name: str, reason: str) -> EsError:

@@ -65,6 +65,14 @@ def bad_request(err_type: str, reason: str, *, source: str, **extra: Any) -> EsE
     return EsError(400, err_type, reason, source=source, **extra)
 
 
+def validation_failed(errors: list[str], *, source: str) -> EsError:
+    """HTTP 400 ``action_request_validation_exception``: every error of one request validation, numbered in one
+    message (``ValidationException.getMessage``: ``"Validation Failed: " + (i + 1) + ": " + error + ";"`` for each,
+    no separator in between)."""
+    listed = "".join(f"{i}: {e};" for i, e in enumerate(errors, start=1))
+    return EsError(400, "action_request_validation_exception", f"Validation Failed: {listed}", source=source)
+
+
 def parse_error(parser: str, field: str, *, source: str) -> EsError:
     """``x_content_parse_exception`` ``[<parser>] unknown field [<field>]`` of an ObjectParser that errors on
     unknown fields (``ObjectParser.throwFailedToParse`` / ``SuggestingErrorOnUnknown``: ``"[%s] unknown field

@@ -90,9 +90,20 @@ class IngestFailure(Exception):
         return {"type": self.err_type, "reason": self.reason, **self.extra}
 
 
-def not_present(path: str) -> IngestFailure:
-    """``IngestDocument.Errors.notPresent``: ``field [k] not present as part of path [p]`` (400)."""
+def not_present(path: str, doc: Mapping[str, Any] | None = None) -> IngestFailure:
+    """``IngestDocument.Errors.notPresent(fullPath, pathElement)``: ``field [k] not present as part of path [p]``
+    (400), ``k`` the first element of ``path`` the (classic) resolution does not find (``IngestDocument.resolve``
+    fails at it; ``removeField`` resolves the parent then ``removeDirectChildField`` names the leaf). The double
+    names the element where the walk stops also when an intermediate value is not an object (Elasticsearch then
+    says ``cannot resolve [k] from object of type [...]``)."""
     key = path.split(".", 1)[0]
+    if doc is not None:
+        node: Any = doc
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                key = part
+                break
+            node = node[part]
     return IngestFailure(400, "illegal_argument_exception", f"field [{key}] not present as part of path [{path}]")
 
 
@@ -509,31 +520,41 @@ class Pipeline:
     on_failure: list[Processor]
 
 
-def parse_pipeline(pipeline_id: str, body: Any) -> Pipeline:
+FIELD_ACCESS_PATTERN_SRC = (
+    "server/src/main/java/org/elasticsearch/ingest/IngestPipelineFieldAccessPattern.java; "
+    "PR https://github.com/elastic/elasticsearch/pull/133270 (9.2; docs applies_to stack: ga 9.2)"
+)
+
+
+def parse_pipeline(pipeline_id: str, body: Any, *, version: tuple[int, ...] = (9, 5, 0)) -> Pipeline:
     """``IngestService.validatePipeline`` / ``Pipeline.create``.
 
     Args:
         pipeline_id: Id.
         body: PUT body.
+        version: Cluster version (``field_access_pattern`` is a 9.2 key).
     """
     if not isinstance(body, Mapping):
         raise EsError(400, "parse_exception", "request body is required", source=CONFIG_SRC)
+    keys = ["description", "processors", "on_failure", "version", "_meta", "deprecated"]
+    if tuple(version[:2]) >= (9, 2):
+        keys.append("field_access_pattern")
     for key in body:
-        if key not in (
-            "description",
-            "processors",
-            "on_failure",
-            "version",
-            "_meta",
-            "deprecated",
-            "field_access_pattern",
-        ):
+        if key not in keys:
             raise EsError(
                 400,
                 "parse_exception",
                 f"pipeline [{pipeline_id}] doesn't support one or more provided configuration parameters [{key}]",
                 source="server/src/main/java/org/elasticsearch/ingest/Pipeline.java",
             )
+    pattern = body.get("field_access_pattern")
+    if pattern is not None and pattern != "classic":
+        # IngestPipelineFieldAccessPattern: classic (the default, what the double runs) or flexible
+        raise DoubleLimit(
+            "the flexible field access pattern"
+            if pattern == "flexible"
+            else f"the field_access_pattern value [{pattern}] (refusal text not modelled)"
+        )
     if "processors" not in body:
         raise config_error("pipeline", None, "processors", "required property is missing")
     if body.get("on_failure") is not None and not body["on_failure"]:
@@ -552,15 +573,22 @@ def parse_pipeline(pipeline_id: str, body: Any) -> Pipeline:
 
 
 def _parse_processor(spec: Any) -> Processor:
+    """``ConfigurationUtils.readProcessor``: the tag is read first; an unknown type is a configuration exception
+    (``processor_type`` / ``processor_tag`` metadata); then the ``on_failure`` processors are parsed and an empty
+    list refused, then ``factory.create`` (required properties), then the leftover keys are refused."""
     if not isinstance(spec, Mapping) or len(spec) != 1:
         raise EsError(400, "parse_exception", "processor definition must be an object with one key", source=CONFIG_SRC)
     ((ptype, cfg),) = spec.items()
+    tag = cfg.get("tag") if isinstance(cfg, Mapping) else None
     if ptype not in KNOWN_PROCESSORS:
-        raise EsError(400, "parse_exception", f"No processor type exists with name [{ptype}]", source=CONFIG_SRC)
+        raise config_error(ptype, tag, None, f"No processor type exists with name [{ptype}]")
     if ptype not in PARAMS:
         raise DoubleLimit(f"the [{ptype}] processor")
     cfg = dict(cfg or {})
-    tag = cfg.get("tag")
+    on_failure = [_parse_processor(p) for p in cfg.get("on_failure") or []]
+    if cfg.get("on_failure") is not None and not cfg["on_failure"]:
+        raise config_error(ptype, tag, "on_failure", "processors list cannot be empty")
+    _check_config(ptype, tag, cfg)
     extra = sorted(set(cfg) - PARAMS[ptype] - COMMON)
     if extra:
         raise config_error(
@@ -569,20 +597,10 @@ def _parse_processor(spec: Any) -> Processor:
             None,
             f"processor [{ptype}] doesn't support one or more provided configuration parameters [{', '.join(extra)}]",
         )
-    _check_config(ptype, tag, cfg)
-    if cfg.get("on_failure") is not None and not cfg["on_failure"]:
-        raise config_error(ptype, tag, "on_failure", "processors list cannot be empty")
     condition = Painless(cfg["if"]) if isinstance(cfg.get("if"), str) else None
     if "if" in cfg and condition is None:
         raise DoubleLimit("a non-string (script object) if condition")
-    return Processor(
-        ptype,
-        cfg,
-        tag,
-        condition,
-        bool(cfg.get("ignore_failure", False)),
-        [_parse_processor(p) for p in cfg.get("on_failure") or []],
-    )
+    return Processor(ptype, cfg, tag, condition, bool(cfg.get("ignore_failure", False)), on_failure)
 
 
 def _check_config(ptype: str, tag: str | None, cfg: dict[str, Any]) -> None:
@@ -599,7 +617,12 @@ def _check_config(ptype: str, tag: str | None, cfg: dict[str, Any]) -> None:
     elif ptype == "fail":
         required("message")
     elif ptype == "fingerprint":
+        # FingerprintProcessor.Factory: ConfigurationUtils.readList (required, a list), then the size check
         fields = cfg.get("fields")
+        if fields is None:
+            raise config_error(ptype, tag, "fields", "required property is missing")
+        if isinstance(fields, str):
+            raise config_error(ptype, tag, "fields", "property isn't a list, but of type [java.lang.String]")
         if not isinstance(fields, list) or not fields:
             raise config_error(ptype, tag, "fields", "must specify at least one field")
         method = cfg.get("method", "SHA-1")
@@ -720,7 +743,7 @@ def _execute(
             if not found:
                 if cfg.get("ignore_empty_value"):
                     return
-                raise not_present(str(cfg["copy_from"]))
+                raise not_present(str(cfg["copy_from"]), {**doc, **meta})
             value = copy.deepcopy(value)
         else:
             raw = cfg["value"]
@@ -769,7 +792,7 @@ def _execute(
         for name in fields:
             path = render_mustache(str(name), template_ctx)
             if not _remove(doc, path) and not cfg.get("ignore_missing"):
-                raise not_present(path)
+                raise not_present(path, doc)
     elif proc.type == "rename":
         src, dst = (
             render_mustache(str(cfg["field"]), template_ctx),
@@ -779,7 +802,8 @@ def _execute(
         if not found:
             if cfg.get("ignore_missing"):
                 return
-            raise not_present(src)
+            # RenameProcessor.execute: hasField(path, true) == false -> "field [" + path + "] doesn't exist"
+            raise IngestFailure(400, "illegal_argument_exception", f"field [{src}] doesn't exist")
         if _get(doc, dst)[0] and not cfg.get("override", False):
             raise IngestFailure(400, "illegal_argument_exception", f"field [{dst}] already exists")
         _remove(doc, src)
@@ -791,7 +815,7 @@ def _execute(
             if cfg.get("ignore_missing"):
                 return
             if not found:
-                raise not_present(src)
+                raise not_present(src, doc)
             raise IngestFailure(400, "illegal_argument_exception", f"field [{src}] is null, cannot process it.")
         values = value if isinstance(value, list) else [value]
         out = []
@@ -851,7 +875,7 @@ def _inference(cfg: dict[str, Any], doc: dict[str, Any], ictx: IngestContext) ->
         found, text = _get(doc, io["input_field"])
         if not found or text is None:
             if not cfg.get("ignore_missing"):
-                raise not_present(str(io["input_field"]))
+                raise not_present(str(io["input_field"]), doc)
             text = ""
         elif not isinstance(text, str):
             raise IngestFailure(

@@ -33,8 +33,10 @@ from __future__ import annotations
 import copy
 import math
 import re
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import regex
@@ -45,6 +47,10 @@ from tests.support.double.errors import DoubleLimit, EsError
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
 SIMILARITY_SRC = "server/src/main/java/org/elasticsearch/index/similarity/SimilarityService.java"
 ANALYSIS_SRC = "server/src/main/java/org/elasticsearch/index/analysis/AnalysisRegistry.java"
+CUSTOM_ANALYZER_SRC = (
+    "server/src/main/java/org/elasticsearch/index/analysis/CustomAnalyzerProvider.java "
+    "(AnalyzerComponents.createComponents)"
+)
 MAPPER_SRC = "server/src/main/java/org/elasticsearch/index/mapper/MapperService.java + FieldMapper.java"
 VECTOR_SRC = "server/src/main/java/org/elasticsearch/index/mapper/vectors/DenseVectorFieldMapper.java"
 DOC_SRC = "server/src/main/java/org/elasticsearch/index/mapper/DocumentParser.java"
@@ -143,14 +149,17 @@ def validate_similarity(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if key.startswith("index.similarity."):
             name, _, param = key[len("index.similarity.") :].partition(".")
             groups.setdefault(name, {})[param] = value
-    for name, params in groups.items():
+    for name in groups:
         if name in BUILT_IN_SIMILARITIES:
+            # IndexScopedSettings: the "index.similarity." group setting's validator runs when the settings are
+            # validated, before SimilarityService (whose "Cannot redefine built-in Similarity" is not reached)
             raise EsError(
                 400,
                 "illegal_argument_exception",
-                f"Cannot redefine built-in Similarity [{name}]",
-                source=SIMILARITY_SRC,
+                f"illegal value for [index.similarity.{name}] cannot redefine built-in similarity",
+                source=SETTINGS_SRC + ' (Setting.groupSetting("index.similarity.") validator)',
             )
+    for name, params in groups.items():
         kind = params.get("type")
         if kind is None:
             raise EsError(
@@ -293,28 +302,30 @@ class Analysis:
                     source=ANALYSIS_SRC,
                 )
             if atype in (None, "custom"):
+                # AnalysisRegistry sends type custom (or no type with a tokenizer) to CustomAnalyzerProvider, whose
+                # build (AnalyzerComponents.createComponents) names the analyzer in every refusal
                 tok = spec.get("tokenizer")
                 if tok is None:
                     raise EsError(
                         400,
                         "illegal_argument_exception",
-                        f"analyzer [{name}] must specify either an analyzer type, or a tokenizer",
-                        source=ANALYSIS_SRC,
+                        f"Custom Analyzer [{name}] must be configured with a tokenizer",
+                        source=CUSTOM_ANALYZER_SRC,
                     )
                 if tok not in tokenizers:
                     raise EsError(
                         400,
                         "illegal_argument_exception",
-                        f"failed to find tokenizer under [{tok}]",
-                        source="server/src/main/java/org/elasticsearch/index/analysis/CustomAnalyzerProvider.java",
+                        f"Custom Analyzer [{name}] failed to find tokenizer under name [{tok}]",
+                        source=CUSTOM_ANALYZER_SRC,
                     )
                 for flt in _as_list(spec.get("filter")):
                     if flt not in filters:
                         raise EsError(
                             400,
                             "illegal_argument_exception",
-                            f"failed to find filter under [{flt}]",
-                            source="server/src/main/java/org/elasticsearch/index/analysis/AnalysisRegistry.java",
+                            f"Custom Analyzer [{name}] failed to find filter under name [{flt}]",
+                            source=CUSTOM_ANALYZER_SRC,
                         )
             elif atype not in analyzers:
                 raise EsError(
@@ -380,16 +391,31 @@ FIELD_PARAMS: dict[str, set[str]] = {
         "fielddata",
         "eager_global_ordinals",
     },
-    "integer": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
-    "long": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
-    "float": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
-    "double": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed"},
-    "boolean": COMMON | {"index", "doc_values", "store", "null_value"},
-    "date": COMMON | {"index", "doc_values", "store", "null_value", "format", "locale", "ignore_malformed"},
+    "integer": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed", "fields"},
+    "long": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed", "fields"},
+    "float": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed", "fields"},
+    "double": COMMON | {"index", "doc_values", "store", "null_value", "coerce", "ignore_malformed", "fields"},
+    "boolean": COMMON | {"index", "doc_values", "store", "null_value", "fields"},
+    "date": COMMON | {"index", "doc_values", "store", "null_value", "format", "locale", "ignore_malformed", "fields"},
     "object": {"type", "properties", "dynamic", "enabled", "subobjects"},
     "dense_vector": {"type", "dims", "element_type", "index", "similarity", "index_options", "meta"},
     "semantic_text": {"type", "inference_id", "search_inference_id", "chunking_settings", "model_settings", "meta"},
 }
+MULTI_FIELD_TYPES = ("keyword", "text", "integer", "long", "float", "double", "boolean", "date")
+"""``FieldMapper.Builder.parse`` reads ``fields`` (multi-fields) and ``copy_to`` for every field mapper before its
+own parameters: the leaf types the double parses multi-fields of."""
+_NUMBER_LIMITS = {"script", "on_script_error", "time_series_dimension", "time_series_metric"}
+LIMITED_PARAMS: dict[str, set[str]] = {
+    "integer": _NUMBER_LIMITS,
+    "long": _NUMBER_LIMITS,
+    "float": _NUMBER_LIMITS,
+    "double": _NUMBER_LIMITS,
+    "boolean": {"script", "on_script_error", "ignore_malformed"},
+    "date": {"script", "on_script_error"},
+}
+"""Real parameters of a field mapper (``NumberFieldMapper``, ``BooleanFieldMapper``, ``DateFieldMapper``
+``getParameters()``; ``synthetic_source_keep`` is read by ``FieldMapper.Builder.parse`` for every type) that change
+what the double would have to model: double limits, never ``unknown parameter``."""
 REGISTERED_TYPES = {
     "binary", "constant_keyword", "wildcard", "match_only_text", "search_as_you_type", "completion", "token_count",
     "short", "byte", "half_float", "scaled_float", "unsigned_long", "date_nanos", "ip", "geo_point", "geo_shape",
@@ -404,15 +430,45 @@ plugins): the ones outside :data:`FIELD_PARAMS` are double limits, not ``No hand
 SIMILARITIES = ("l2_norm", "cosine", "dot_product", "max_inner_product")
 VECTOR_INDEX_TYPES: dict[str, set[str]] = {
     "hnsw": {"type", "m", "ef_construction"},
-    "int8_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector", "on_disk_rescore"},
-    "int4_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector", "on_disk_rescore"},
-    "bbq_hnsw": {"type", "m", "ef_construction", "rescore_vector", "on_disk_rescore"},
+    "int8_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector"},
+    "int4_hnsw": {"type", "m", "ef_construction", "confidence_interval", "rescore_vector"},
+    "bbq_hnsw": {"type", "m", "ef_construction", "rescore_vector"},
     "flat": {"type"},
     "int8_flat": {"type", "confidence_interval", "rescore_vector"},
     "int4_flat": {"type", "confidence_interval", "rescore_vector"},
     "bbq_flat": {"type", "rescore_vector"},
+    "bbq_disk": {"type", "cluster_size", "default_visit_percentage", "rescore_vector"},
 }
-QUANTIZED = {"int8_hnsw", "int4_hnsw", "bbq_hnsw", "int8_flat", "int4_flat", "bbq_flat"}
+"""``DenseVectorFieldMapper.VectorIndexType`` parameters every version the double emulates parses (``rescore_vector``
+has its own gate); version-gated ones are added by :func:`_index_params`."""
+QUANTIZED = {"int8_hnsw", "int4_hnsw", "bbq_hnsw", "int8_flat", "int4_flat", "bbq_flat", "bbq_disk"}
+HNSW_TYPES = ("hnsw", "int8_hnsw", "int4_hnsw", "bbq_hnsw")
+ON_DISK_RESCORE_TYPES = ("int8_hnsw", "int4_hnsw", "bbq_hnsw", "bbq_disk")
+"""``on_disk_rescore: true`` is refused on every other type (``"on_disk_rescore is only supported for indexed and
+quantized vector types"``): the flat ones are not indexed, ``hnsw`` is not quantized."""
+BBQ_DISK_CLUSTER_SIZE = (64, 1 << 16)
+"""``ES920DiskBBQVectorsFormat.MIN_VECTORS_PER_CLUSTER`` / ``MAX_VECTORS_PER_CLUSTER``."""
+
+
+def _index_params(itype: str, version: tuple[int, ...]) -> set[str]:
+    """The ``index_options`` keys ``VectorIndexType.parseIndexOptions`` removes for ``itype`` on ``version``:
+    ``on_disk_rescore`` on every type from 9.3 (PR #138492, "@availability stack since=9.3.0"; bbq_disk's came with
+    PR #135778 in the same release), ``flat_index_threshold`` on the HNSW types and bbq_disk from 9.4 (PR #141074,
+    labelled v9.4.0; docs PR #158074)."""
+    params = set(VECTOR_INDEX_TYPES[itype])
+    if tuple(version[:2]) >= (9, 3):
+        params.add("on_disk_rescore")
+    if tuple(version[:2]) >= (9, 4) and (itype in HNSW_TYPES or itype == "bbq_disk"):
+        params.add("flat_index_threshold")
+    return params
+
+
+def _vector_index_types(version: tuple[int, ...]) -> tuple[str, ...]:
+    """``VectorIndexType`` values: ``bbq_disk`` from 9.2 (PR #135299, docs ``applies_to stack: ga 9.2``)."""
+    types = tuple(VECTOR_INDEX_TYPES)
+    return types if tuple(version[:2]) >= (9, 2) else tuple(t for t in types if t != "bbq_disk")
+
+
 BBQ_MIN_DIMS = 64
 BBQ_DIMS_DEFAULT_THRESHOLD = 384
 
@@ -531,6 +587,13 @@ def _parse_field(
         raise mapping_error(f"No handler for type [{ftype}] declared on field [{name}]")
     for param in spec:
         if param not in FIELD_PARAMS[ftype]:
+            if param in LIMITED_PARAMS.get(ftype, set()) or (
+                param == "synthetic_source_keep" and ftype in MULTI_FIELD_TYPES
+            ):
+                raise DoubleLimit(f"the [{param}] parameter of a [{ftype}] field")
+            if ftype == "semantic_text" and param == "index_options" and _since_9_1_or_8_19(version):
+                # SemanticTextFieldMapper index_options: PR #119967 (9.1), backport PR #129626 (8.19)
+                raise DoubleLimit("index_options on a semantic_text field")
             raise mapping_error(f"unknown parameter [{param}] on mapper [{name}] of type [{ftype}]")
     out = FieldSpec(name, ftype, dict(spec))
     if ftype == "text":
@@ -540,7 +603,7 @@ def _parse_field(
                     f"analyzer [{spec[key]}] has not been configured in mappings",
                     source="server/src/main/java/org/elasticsearch/index/mapper/FieldMapper.java (analyzerParam)",
                 )
-    if ftype in ("text", "keyword"):
+    if ftype in MULTI_FIELD_TYPES:
         for sub, sub_spec in (spec.get("fields") or {}).items():
             _check_multi_field(name, sub, sub_spec)
             out.subfields[sub] = _parse_field(f"{name}.{sub}", sub_spec, analysis, version, inference_ids, parent)
@@ -565,6 +628,11 @@ def _parse_field(
                 source="x-pack/plugin/inference/.../mapper/SemanticTextFieldMapper.java",
             )
     return out
+
+
+def _since_9_1_or_8_19(version: tuple[int, ...]) -> bool:
+    """A 9.1+ node or an 8.19 one (the 8.x line released after 9.1, which got the 9.1 backports)."""
+    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
 
 
 MULTI_FIELD_SRC = "server/src/main/java/org/elasticsearch/index/mapper/TypeParsers.java (parseMultiField)"
@@ -634,16 +702,36 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
         if not isinstance(opts, Mapping) or "type" not in opts:
             raise mapping_error("[index_options] requires field [type] to be configured", source=VECTOR_SRC)
         itype = opts["type"]
-        if itype not in VECTOR_INDEX_TYPES:
+        if itype not in _vector_index_types(version):
             raise mapping_error(f"Unknown vector index options type [{itype}] for field [{name}]", source=VECTOR_SRC)
-        extra = [k for k in opts if k not in VECTOR_INDEX_TYPES[itype]]
+        known = _index_params(itype, version)
+        if itype == "bbq_disk":
+            _bbq_disk_options(name, opts, version)
+        if (
+            "on_disk_rescore" in known
+            and itype not in ON_DISK_RESCORE_TYPES
+            and opts.get("on_disk_rescore")
+            in (
+                True,
+                "true",
+            )
+        ):
+            # VectorIndexType.parseIndexOptions removes on_disk_rescore and throws only when it is true
+            raise mapping_error(
+                "on_disk_rescore is only supported for indexed and quantized vector types", source=VECTOR_SRC
+            )
+        if "flat_index_threshold" in known and "flat_index_threshold" in opts:
+            threshold = opts["flat_index_threshold"]
+            if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < -1:
+                raise DoubleLimit(f"the flat_index_threshold value [{threshold}] (its refusal is not modelled)")
+        extra = [k for k in opts if k not in known]
         # DenseVectorFieldMapper.hasRescoreIndexVersion: ADD_RESCORE_PARAMS_TO_QUANTIZED_VECTORS (9_015_0_00,
         # released in 9.1) or its 8.x backport (8_528_0_00, 8.19); 9.0 and 8.18 leave it unparsed
         # (DenseVectorFieldMapperTests.testRescoreVectorOldIndexVersion: "has unsupported parameters")
         if "rescore_vector" in opts and not (version[:2] >= (9, 1) or (8, 19) <= version[:2] < (9, 0)):
             extra.append("rescore_vector")
         if extra:
-            shown = ", ".join(f"{k} : {opts[k]}" for k in extra)
+            shown = ", ".join(f"{k} : {_java_value(opts[k])}" for k in extra)
             raise mapping_error(
                 f"Mapping definition for [{name}] has unsupported parameters:  [{shown}]", source=VECTOR_SRC
             )
@@ -653,7 +741,7 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
             )
         if dims is not None and itype.startswith("int4") and dims % 2:
             raise mapping_error(f"{itype} only supports even dimensions; provided={dims}", source=VECTOR_SRC)
-        if dims is not None and itype.startswith("bbq") and dims < BBQ_MIN_DIMS:
+        if dims is not None and itype in ("bbq_hnsw", "bbq_flat") and dims < BBQ_MIN_DIMS:
             raise mapping_error(
                 f"{itype} does not support dimensions fewer than {BBQ_MIN_DIMS}; provided={dims}", source=VECTOR_SRC
             )
@@ -668,7 +756,10 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
                 raise mapping_error("oversample must be greater than 1 or exactly 0", source=VECTOR_SRC)
             if over > 10:
                 raise mapping_error("oversample must be less than or equal to 10", source=VECTOR_SRC)
-        elif itype.startswith("bbq") and version >= (9, 1):
+        elif itype == "bbq_disk" or (itype.startswith("bbq") and _since_9_1_or_8_19(version)):
+            # defaultOversampleForBBQ: DEFAULT_OVERSAMPLE_VALUE_FOR_BBQ (9.1) or its 8.x backport
+            # DEFAULT_OVERSAMPLE_VALUE_FOR_BBQ_BACKPORT_8_X (8_530_0_00, after the 8.19 rescore backport 8_528_0_00);
+            # BBQ_DISK always oversamples 1-bit quantization by DEFAULT_OVERSAMPLE
             spec["index_options"] = {**opts, "rescore_vector": {"oversample": 3.0}}
     elif indexed and element in ("float", "bfloat16") and dims is not None:  # PR #145202: bfloat16 as float
         # DenseVectorFieldMapper defaults: 8.14+ int8_hnsw; 9.1+ bbq_hnsw (oversample 3.0) when dims >= 384
@@ -682,6 +773,87 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
         elif version >= (8, 14):
             spec["index_options"] = {"type": "int8_hnsw", "m": 16, "ef_construction": 100}
     return spec
+
+
+def _bbq_disk_options(name: str, opts: Mapping[str, Any], version: tuple[int, ...]) -> None:
+    """``VectorIndexType.BBQ_DISK.parseIndexOptions``: ``cluster_size`` in [64, 65536], ``default_visit_percentage``
+    in [0, 100] (read as a float); ``bits`` and ``precondition`` (snapshot builds only in 9.3, GA 9.4 per
+    elasticsearch-specification #6586) are double limits from 9.4."""
+    lo, hi = BBQ_DISK_CLUSTER_SIZE
+    if "cluster_size" in opts:
+        size = opts["cluster_size"]
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise DoubleLimit(f"a non-integer bbq_disk cluster_size [{size}]")
+        if not lo <= size <= hi:
+            raise mapping_error(f"cluster_size must be between {lo} and {hi}, got: {size}", source=VECTOR_SRC)
+    if "default_visit_percentage" in opts:
+        raw = opts["default_visit_percentage"]
+        if not isinstance(raw, (int, float)) or isinstance(raw, bool):
+            raise DoubleLimit(f"a non-numeric bbq_disk default_visit_percentage [{raw}]")
+        pct = struct.unpack("f", struct.pack("f", float(raw)))[0]  # (float) XContentMapValues.nodeDoubleValue
+        if not 0.0 <= pct <= 100.0:
+            raise mapping_error(
+                f"default_visit_percentage must be between 0.0 and 100.0, got: {_java_double(pct)} for field [{name}]",
+                source=VECTOR_SRC,
+            )
+    if tuple(version[:2]) >= (9, 4):
+        for key in ("bits", "precondition"):
+            if key in opts:
+                raise DoubleLimit(f"the bbq_disk [{key}] option")
+
+
+def java_float_text(value: float, *, single: bool = False) -> str:
+    """``Double.toString`` (or ``Float.toString`` with ``single``; JDK 19+, shortest round-trip digits): plain
+    notation with at least one fraction digit for 1e-3 <= |v| < 1e7, else ``d.dddE[-]n``."""
+    value = _float32(value) if single else float(value)
+    shortest = None
+    if single and value == value and value not in (float("inf"), float("-inf")) and value != 0:
+        for precision in range(1, 10):  # the fewest digits that read back as the same float
+            candidate = f"{abs(value):.{precision}g}"
+            if _float32(float(candidate)) == abs(value):
+                shortest = candidate
+                break
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    digits = Decimal(shortest if shortest is not None else repr(abs(value))).normalize()
+    _, coeff, exp = digits.as_tuple()
+    text = "".join(str(d) for d in coeff)
+    point = len(text) + int(exp)  # position of the decimal point in the digit string
+    if 1e-3 <= abs(value) < 1e7:
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{text}"
+        if point >= len(text):
+            return f"{sign}{text}{'0' * (point - len(text))}.0"
+        return f"{sign}{text[:point]}.{text[point:]}"
+    return f"{sign}{text[0]}.{text[1:] or '0'}E{point - 1}"
+
+
+def _java_value(value: Any) -> str:
+    """``String.valueOf`` of a parsed JSON value as ``MappingParser.checkNoRemainingFields`` prints it (Java
+    ``Boolean``/``Map``/``List`` ``toString``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={_java_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_java_value(v) for v in value) + "]"
+    return str(value)
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to a Java ``float``."""
+    return float(struct.unpack("f", struct.pack("f", float(value)))[0])
+
+
+def _java_double(value: float) -> str:
+    return java_float_text(value)
 
 
 # -- documents -----------------------------------------------------------------------------------------------
@@ -872,22 +1044,49 @@ def _validate_vector(spec: FieldSpec, v: Any, path: str, doc_id: str | None) -> 
     if dims is None:
         spec.params["dims"] = len(v)
         dims = len(v)
-    if len(v) != dims:
-        raise _doc_error(
-            f"The [dense_vector] field [{path}] in doc [document with id '{doc_id}'] has a different number of "
-            f"dimensions [{len(v)}] than defined in the mapping [{dims}]",
-            doc_id,
+    # the field mapper's IllegalArgumentException, wrapped by DocumentParser.wrapInDocumentParsingException:
+    # DocumentParsingException("failed to parse: " + e.getMessage(), e)
+    where = f"The [dense_vector] field [{path}] in doc [document with id '{doc_id}']"
+    if len(v) > dims:  # checkDimensionExceeded, while the array is read
+        raise _vector_error(f"{where} has more dimensions than defined in the mapping [{dims}]")
+    if len(v) != dims:  # checkDimensionMatches, at its end
+        raise _vector_error(
+            f"{where} has a different number of dimensions [{len(v)}] than defined in the mapping [{dims}]"
         )
     sq = sum(float(x) * float(x) for x in v)
     similarity = spec.params.get("similarity", "cosine")
+    element = str(spec.params.get("element_type", "float"))
+    if element == "bit":  # BitElement.checkVectorMagnitude does nothing
+        return
     if similarity == "cosine" and sq == 0:
-        raise _doc_error("The [cosine] similarity does not support vectors with zero magnitude.", doc_id)
-    if similarity == "dot_product" and abs(sq - 1.0) >= 1e-3:
-        raise _doc_error(
-            "The [dot_product] similarity can only be used with unit-length vectors. Preview of invalid vector: "
-            f"{v[:5]}",
-            doc_id,
+        raise _vector_error(
+            "The [cosine] similarity does not support vectors with zero magnitude." + _vector_preview(v, element)
         )
+    if similarity == "dot_product" and abs(sq - 1.0) >= 1e-3:
+        raise _vector_error(
+            "The [dot_product] similarity can only be used with unit-length vectors." + _vector_preview(v, element)
+        )
+
+
+def _vector_error(reason: str) -> EsError:
+    """``document_parsing_exception`` ``failed to parse: <reason>`` caused by the mapper's IAE."""
+    return EsError(
+        400,
+        "document_parsing_exception",
+        f"failed to parse: {reason}",
+        source=DOC_SRC + " (wrapInDocumentParsingException); " + VECTOR_SRC,
+        caused_by={"type": "illegal_argument_exception", "reason": reason},
+    )
+
+
+def _vector_preview(vector: list[Any], element: str = "float") -> str:
+    """``Element.appendErrorElements``: `` Preview of invalid vector: [`` the first five values (Java floats,
+    ``Float.toString``; bytes as integers), ``, ...`` when the vector has five or more, ``]``."""
+    if element == "byte":
+        shown = ", ".join(str(int(x)) for x in vector[:5])
+    else:
+        shown = ", ".join(java_float_text(float(x), single=True) for x in vector[:5])
+    return f" Preview of invalid vector: [{shown}{', ...' if len(vector) >= 5 else ''}]"
 
 
 def vector_score(similarity: str, doc: list[float], query: list[float]) -> float:

@@ -4,13 +4,14 @@ Parsing refuses what Elasticsearch refuses (each rule names its source): unknown
 (``SearchSourceBuilder.parseXContent``: ``Unknown key for a START_OBJECT in [x].``), unknown queries
 (``AbstractQueryBuilder.parseInnerQueryBuilder``: ``unknown query [x]``) and query parameters, unknown
 retrievers (``RetrieverBuilder.parseInnerRetrieverBuilder``: ``unknown retriever [x]``) and retriever keys
-(``ObjectParser`` with errorOnUnknown: ``[rrf] unknown field [x]``), ``retriever`` together with ``query`` or
-``knn``, kNN ``k``/``num_candidates`` bounds (``KnnSearchBuilder``), and the version and licence gates of the
-``rrf`` and ``linear`` retrievers (``RRFRetrieverBuilder``, ``RRFRetrieverComponent``,
-``LinearRetrieverBuilder``, ``x-pack/plugin/rank-rrf/src/yamlRestTest/.../license/100_license.yml``) and of
-``_source.exclude_vectors`` (parsed from 9.1 and 8.19, vectors left out by default from 9.2;
-``FetchSourceContext``). A query Elasticsearch registers but the double does
-not evaluate (``SearchModule.registerQueryParsers``) is a double limit, never an ``unknown query``.
+(``ObjectParser`` with errorOnUnknown: ``[rrf] unknown field [x]``), ``retriever`` together with ``query``, ``knn``,
+``sort`` & co. (``SearchSourceBuilder.validate``: one ``action_request_validation_exception``), kNN
+``k``/``num_candidates`` bounds (``KnnSearchBuilder``), and the version and licence gates of the ``rrf`` and
+``linear`` retrievers (``RRFRetrieverBuilder``, ``RRFRetrieverComponent``, ``LinearRetrieverBuilder``,
+``x-pack/plugin/rank-rrf/src/yamlRestTest/.../license/100_license.yml``) and of ``_source.exclude_vectors`` (parsed
+from 9.1 and 8.19, vectors left out by default from 9.2; ``FetchSourceContext``). A query Elasticsearch registers
+but the double does not evaluate (``SearchModule.registerQueryParsers``) is a double limit, never an
+``unknown query``.
 
 Fetching follows ``FetchFieldsPhase`` for the ``fields`` option: values of mapped leaf fields (and multi-fields)
 read from ``_source`` and formatted by the field type, always as arrays, the ``fields`` key left out of a hit
@@ -19,8 +20,9 @@ the indexed terms (``TermQueryBuilder``: the analyzed tokens of a ``text`` field
 number of a numeric field, the id for ``_id``; an unmapped field matches nothing) and a ``term`` on a ``text``
 field scores BM25. A compound retriever's ``hits.total`` counts every document a child matched, not only the
 ranked window (``rrf/300_rrf_retriever.yml``, ``linear/10_linear_retriever.yml``); ``rank_window_size`` is checked
-against ``size`` alone (``CompoundRetrieverBuilder``). The kNN ``similarity`` threshold keeps the documents whose
-raw similarity passes it (``KnnSearchBuilder``, ``search.vectors/40_knn_search.yml``).
+against the request's ``size`` alone, and only when it sets one (``CompoundRetrieverBuilder.validate``). The kNN
+``similarity`` threshold keeps the documents whose raw similarity passes it (``KnnSearchBuilder``,
+``search.vectors/40_knn_search.yml``).
 
 Scoring is the double's own, independent of es_rag's code: Lucene BM25 per field over the field's analyzer,
 ``multi_match`` ``best_fields`` with ``tie_breaker``, ``dis_max``, phrase counts, exact kNN scored per the
@@ -32,6 +34,7 @@ mapping similarity (``DenseVectorFieldMapper.VectorSimilarity``), ``semantic`` a
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +45,7 @@ from typing import Any
 import regex
 
 from tests.support.double.dates import date_millis, parse_date
-from tests.support.double.errors import DoubleLimit, EsError, parse_error
+from tests.support.double.errors import DoubleLimit, EsError, parse_error, validation_failed
 from tests.support.double.mapping import FieldSpec, vector_score
 
 SEARCH_SRC = "server/src/main/java/org/elasticsearch/search/builder/SearchSourceBuilder.java"
@@ -70,8 +73,20 @@ TOP_LEVEL = {
     "aggs", "aggregations", "post_filter", "min_score", "explain", "timeout", "terminate_after", "stored_fields",
     "docvalue_fields", "fields", "rank", "collapse", "search_after", "pit", "runtime_mappings", "suggest",
     "profile", "version", "seq_no_primary_term", "track_scores", "indices_boost", "rescore", "script_fields",
-    "stats", "ext",
+    "stats", "ext", "slice", "sub_searches",
 }  # fmt: skip
+"""``SearchSourceBuilder.parseXContent``'s keys (``slice`` and the deprecated ``sub_searches`` included): the ones
+outside :data:`IMPLEMENTED_TOP` are double limits, never ``Unknown key``."""
+RETRIEVER_CONFLICTS = ("query", "knn", "search_after", "terminate_after", "sort", "rank", "rescore")
+"""``SearchSourceBuilder.validate``: the sections a ``retriever`` cannot be combined with, in the order its
+``cannot specify [retriever] and [..]`` message lists them (``query`` also stands for ``sub_searches``)."""
+COMPOUND_RETRIEVERS = ("rrf", "linear", "text_similarity_reranker", "diversify")
+"""``CompoundRetrieverBuilder`` subclasses the double knows."""
+VALIDATION_SRC = (
+    "server/src/main/java/org/elasticsearch/search/builder/SearchSourceBuilder.java (validate); "
+    "server/src/main/java/org/elasticsearch/search/retriever/CompoundRetrieverBuilder.java (validate); "
+    "PR https://github.com/elastic/elasticsearch/pull/110641"
+)
 IMPLEMENTED_TOP = {
     "query", "knn", "retriever", "size", "from", "_source", "highlight", "sort", "track_total_hits", "fields",
     "aggs", "aggregations",
@@ -82,7 +97,7 @@ COMPOSITE_SRC = (
 )
 QUERY_PARAMS: dict[str, set[str]] = {
     "match_all": {"boost", "_name"},
-    "bool": {"must", "filter", "should", "must_not", "minimum_should_match", "boost", "_name"},
+    "bool": {"must", "filter", "should", "must_not", "minimum_should_match", "adjust_pure_negative", "boost", "_name"},
     "multi_match": {
         "query", "fields", "type", "tie_breaker", "operator", "minimum_should_match", "analyzer", "boost",
         "fuzziness", "lenient", "zero_terms_query", "auto_generate_synonyms_phrase_query", "_name", "slop",
@@ -90,9 +105,19 @@ QUERY_PARAMS: dict[str, set[str]] = {
     },
     "dis_max": {"queries", "tie_breaker", "boost", "_name"},
     "ids": {"values", "boost", "_name"},
-    "semantic": {"field", "query", "boost", "_name"},
+    "semantic": {"field", "query", "lenient", "boost", "_name"},
     "constant_score": {"filter", "boost", "_name"},
 }  # fmt: skip
+OBJECT_PARSER_QUERIES = {
+    "bool": "server/src/main/java/org/elasticsearch/index/query/BoolQueryBuilder.java (ObjectParser)",
+    "semantic": "x-pack/plugin/inference/src/main/java/org/elasticsearch/xpack/inference/queries/"
+    "SemanticQueryBuilder.java (ConstructingObjectParser; lenient: TransportVersions.SEMANTIC_QUERY_LENIENT "
+    "8_807_0_00, 8.18/9.0)",
+    "ids": "server/src/main/java/org/elasticsearch/index/query/IdsQueryBuilder.java (fromXContent)",
+    "match_all": "server/src/main/java/org/elasticsearch/index/query/MatchAllQueryBuilder.java (fromXContent)",
+}
+"""Queries parsed by an ``ObjectParser`` (unknown keys: ``[name] unknown field [key]``), with their source; the
+others in :data:`QUERY_PARAMS` are hand-written parsers (``[name] query does not support [key]``)."""
 FIELD_QUERIES = {
     "term": {"value", "term", "boost", "case_insensitive", "_name"},
     "match_phrase": {"query", "analyzer", "slop", "boost", "zero_terms_query", "_name"},
@@ -311,27 +336,26 @@ class Searcher:
     def search(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Validate and run a ``_search`` body; returns the response."""
         body = dict(body or {})
+        self._root_body = body
         for key, value in body.items():
             if key not in TOP_LEVEL:
-                token = (
-                    "START_OBJECT"
-                    if isinstance(value, Mapping)
-                    else "START_ARRAY"
-                    if isinstance(value, list)
-                    else "VALUE"
+                # SearchSourceBuilder.parseXContent / throwUnknownKey: "Unknown key for a " + token, the
+                # XContentParser.Token the value starts with
+                raise EsError(
+                    400, "parsing_exception", f"Unknown key for a {_token(value)} in [{key}].", source=SEARCH_SRC
                 )
-                raise EsError(400, "parsing_exception", f"Unknown key for a {token} in [{key}].", source=SEARCH_SRC)
+        if "retriever" in body:
+            if "query" in body:  # parsed (and refused) before SearchSourceBuilder.validate runs
+                self.validate_query(body["query"])
+            errors = self._validate_retriever(body["retriever"], body.get("size"))
+            specified = [key for key in RETRIEVER_CONFLICTS if _specified(body, key)]
+            if specified:
+                errors.append(f"cannot specify [retriever] and [{', '.join(specified)}]")
+            if errors:
+                raise validation_failed(errors, source=VALIDATION_SRC)
+        for key in body:
             if key not in IMPLEMENTED_TOP:
                 raise DoubleLimit(f"the [{key}] search option")
-        if "retriever" in body:
-            for other in ("query", "knn"):
-                if other in body:
-                    raise EsError(
-                        400,
-                        "illegal_argument_exception",
-                        f"cannot specify [retriever] and [{other}]",
-                        source=SEARCH_SRC,
-                    )
         source_spec = self._source_spec(body.get("_source"))
         fetch_fields = self._fields_spec(body.get("fields"))
         if _named(body.get("query")) or _named(body.get("knn")):
@@ -512,12 +536,20 @@ class Searcher:
             if key != "query":
                 raise EsError(400, "parsing_exception", f"request does not support [{key}]", source=SEARCH_SRC)
         query = (body or {}).get("query", {"match_all": {}})
+        self._root_body = body
         self.validate_query(query)
         self._lookups = self.prefetch_lookups(query)
         return sum(1 for view in self.views for d in view.docs if self._score(query, view, d) is not None)
 
-    def matching(self, query: Mapping[str, Any]) -> list[tuple[IndexView, str]]:
-        """Every document the query matches (``_delete_by_query``)."""
+    def matching(self, query: Mapping[str, Any], *, root: Any = None) -> list[tuple[IndexView, str]]:
+        """Every document the query matches (``_delete_by_query``).
+
+        Args:
+            query: The query.
+            root: The request body holding it (to locate an empty clause); the search's own body by default.
+        """
+        if root is not None:
+            self._root_body = root
         self.validate_query(query)
         self._lookups = self.prefetch_lookups(query)
         return [(v, d) for v in self.views for d in list(v.docs) if self._score(query, v, d) is not None]
@@ -631,10 +663,31 @@ class Searcher:
         return [(self.views[vi], d, scores[(vi, d)]) for vi, d in ranked]
 
     def validate_query(self, query: Any) -> None:
-        """Refuse unknown queries and parameters before anything runs (``parseInnerQueryBuilder``)."""
-        if not isinstance(query, Mapping) or len(query) != 1:
+        """Refuse unknown queries and parameters before anything runs (``parseInnerQueryBuilder``): ``{}`` is
+        ``query malformed, empty clause found at [line:col]`` (an IAE whose message holds the location of the
+        clause's closing brace), a second key after a parsed clause is ``[name] malformed query, expected
+        [END_OBJECT] but found [FIELD_NAME]``."""
+        if not isinstance(query, Mapping):
             raise EsError(
                 400, "parsing_exception", "[_na] query malformed, must start with start_object", source=QUERY_SRC
+            )
+        if not query:
+            at = _clause_location(getattr(self, "_root_body", None), query)
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"query malformed, empty clause found at [{at}]",
+                source=QUERY_SRC + " (parseInnerQueryBuilder)",
+            )
+        if len(query) > 1:
+            first = next(iter(query))
+            self.validate_query({first: query[first]})  # the first clause is parsed before the next key is read
+            raise EsError(
+                400,
+                "parsing_exception",
+                f"[{first}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]",
+                source=QUERY_SRC + " (parseInnerQueryBuilder); SearchSourceBuilderTests"
+                ".testMultipleQueryObjectsAreRejected",
             )
         ((kind, spec),) = query.items()
         if kind not in REGISTERED_QUERIES:
@@ -644,6 +697,18 @@ class Searcher:
         if kind in QUERY_PARAMS:
             for key in spec:
                 if key not in QUERY_PARAMS[kind]:
+                    if kind in ("bool", "semantic"):
+                        # ObjectParser("bool") / ConstructingObjectParser("semantic", false): the parser's own
+                        # x_content_parse_exception, unwrapped by fromXContent
+                        raise parse_error(kind, key, source=OBJECT_PARSER_QUERIES[kind])
+                    if kind in ("ids", "match_all"):
+                        # ObjectParser, and fromXContent rethrows its IAE as ParsingException(e.getMessage())
+                        raise EsError(
+                            400,
+                            "parsing_exception",
+                            f"[{kind}] unknown field [{key}]",
+                            source=OBJECT_PARSER_QUERIES[kind],
+                        )
                     raise EsError(
                         400, "parsing_exception", f"[{kind}] query does not support [{key}]", source=QUERY_SRC
                     )
@@ -666,12 +731,15 @@ class Searcher:
                             400, "parsing_exception", f"[{kind}] query does not support [{key}]", source=QUERY_SRC
                         )
         if kind == "multi_match" and spec.get("type", "best_fields") not in MULTI_MATCH_TYPES:
+            # MultiMatchQueryBuilder.Type.parse: ElasticsearchParseException, not wrapped by fromXContent
             raise EsError(
                 400,
-                "parsing_exception",
+                "parse_exception",
                 f"failed to parse [multi_match] query type [{spec['type']}]. unknown type.",
-                source=QUERY_SRC,
+                source="server/src/main/java/org/elasticsearch/index/query/MultiMatchQueryBuilder.java (Type.parse)",
             )
+        if kind == "semantic" and spec.get("lenient") not in (None, False):
+            raise DoubleLimit("the semantic query's [lenient] option (match none on non-semantic_text fields)")
         if kind == "terms":
             fields = [k for k in spec if k not in ("boost", "_name")]
             if len(fields) != 1:
@@ -782,6 +850,13 @@ class Searcher:
                 if s is None:
                     return None
                 total += s
+            if (
+                spec.get("adjust_pure_negative") is False
+                and not any(spec.get(k) for k in ("must", "filter", "should"))
+                and spec.get("must_not")
+            ):
+                # BoolQueryBuilder.doToQuery: only adjustPureNegative adds the match-all a pure negative needs
+                return None
             shoulds = [self._score(s, view, doc_id) for s in _as_list(spec.get("should"))]
             matched = [s for s in shoulds if s is not None]
             required = spec.get("minimum_should_match")
@@ -972,6 +1047,10 @@ class Searcher:
                     f"[{fspec.type}]",
                     source=KNN_SRC,
                 )
+            if (fspec.params.get("index_options") or {}).get("type") == "bbq_disk":
+                # DiskBBQ (IVF clusters, default_visit_percentage, 1-bit quantization) is approximate in ways the
+                # double's exact scoring cannot reproduce
+                raise DoubleLimit("kNN search on a bbq_disk dense_vector field")
             dims = fspec.params.get("dims")
             if dims is not None and len(query) != dims:
                 raise EsError(
@@ -1021,6 +1100,85 @@ class Searcher:
             )
 
     # -- retrievers ------------------------------------------------------------------------------------------
+    def _validate_retriever(self, node: Any, size: Any) -> list[str]:
+        """``RetrieverBuilder.validate`` over the tree, as ``SearchSourceBuilder.validate`` calls it before the
+        ``cannot specify [retriever]`` check: ``CompoundRetrieverBuilder.validate`` compares ``source.size()`` (the
+        request's ``size``; -1, so never, when the request sets none) with each compound's ``rank_window_size``,
+        refuses a negative window, validates every child and refuses a child compound with a smaller window than
+        its parent's; ``LinearRetrieverBuilder`` adds its normalizer check after that; ``DiversifyRetrieverBuilder``
+        overrides ``validate`` without calling ``super`` (its own MMR checks only, its child unvalidated). A node
+        the double cannot read as a retriever is left to the parser (it refuses it when the tree runs). The double
+        validates the retriever before it parses the rest of the tree, so a body with both a validation error and
+        a parse error deeper in the tree answers the validation error (Elasticsearch parses the whole body first)."""
+        kind, spec = _retriever_node(node)
+        if kind not in COMPOUND_RETRIEVERS or spec is None:
+            return []
+        if kind == "diversify":
+            return self._diversify_errors(spec)
+        errors: list[str] = []
+        window = _window(spec)
+        if window is None:
+            return errors
+        if isinstance(size, int) and not isinstance(size, bool) and size > window:
+            errors.append(f"[{kind}] requires [rank_window_size: {window}] be greater than or equal to [size: {size}]")
+        if window < 0:
+            errors.append(f"[rank_window_size] parameter cannot be negative, found [{window}]")
+        children = (
+            [spec.get("retriever")]
+            if kind == "text_similarity_reranker"
+            else [_component_child(entry) for entry in (spec.get("retrievers") or [])]
+        )
+        for child in children:
+            errors.extend(self._validate_retriever(child, size))
+            child_kind, child_spec = _retriever_node(child)
+            if child_kind in COMPOUND_RETRIEVERS and child_spec is not None:
+                child_window = _window(child_spec)
+                if child_window is not None and window > child_window:
+                    errors.append(
+                        f"[{kind}] requires [rank_window_size: {window}] to be smaller than or equal to its sub "
+                        f"retriever's {child_kind} [rank_window_size: {child_window}]"
+                    )
+        if (
+            kind == "linear"
+            and spec.get("normalizer") is not None
+            and spec.get("retrievers")
+            and (9, 1) <= self.version[:2] < (9, 2)
+        ):
+            errors.append("[linear] [normalizer] cannot be provided when [retrievers] is specified")
+        return errors
+
+    @staticmethod
+    def _diversify_errors(spec: Mapping[str, Any]) -> list[str]:
+        """``DiversifyRetrieverBuilder.validate`` (no ``super.validate``): one of ``query_vector`` or
+        ``query_vector_builder``, then ``validateMMRDiversification`` (``size``, ``lambda``)."""
+        errors = []
+        if "query_vector" in spec and "query_vector_builder" in spec:
+            errors.append(
+                "[diversify] MMR result diversification can have one of [query_vector] or [query_vector_builder], "
+                "but not both"
+            )
+        if str(spec.get("type", "")).lower() != "mmr":
+            return errors
+        window = _window(spec)
+        size = spec.get("size")
+        if window is None or (size is not None and (not isinstance(size, int) or isinstance(size, bool))):
+            return errors
+        size = min(10, window) if size is None else size  # DEFAULT_SIZE_VALUE
+        lam = spec.get("lambda")
+        if size <= 0:
+            errors.append(f"[diversify] MMR result diversification [size] of {size} must be greater than zero")
+        if size > window:
+            errors.append(
+                f"[diversify] MMR result diversification [size] of {size} cannot be greater than the "
+                f"[rank_window_size] of {window}"
+            )
+        if lam is None or isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= float(lam) <= 1.0:
+            errors.append(
+                "[diversify] MMR result diversification must have a [lambda] between 0.0 and 1.0. "
+                f"The value provided was {'null' if lam is None else lam}"
+            )
+        return errors
+
     def retriever(self, node: Any, window: int) -> list[tuple[IndexView, str, float | None]]:
         """Parse and run a retriever tree; ``window``: hits the caller needs."""
         if not isinstance(node, Mapping) or len(node) != 1:
@@ -1095,25 +1253,12 @@ class Searcher:
     ) -> list[tuple[IndexView, str, float | None]]:
         if "fields" in spec or "query" in spec:
             raise DoubleLimit(f"the simplified [{kind}] format")
+        # rank_window_size against size, and the 9.1 linear normalizer check: SearchSourceBuilder.validate, run
+        # before any retriever executes (Searcher._validate_retriever)
         rank_window = int(spec.get("rank_window_size", 10))
-        if rank_window < window:
-            raise EsError(
-                400,
-                "illegal_argument_exception",
-                f"[{kind}] requires [rank_window_size: {rank_window}] be greater than or equal to [size: {window}]",
-                source=RRF_SRC if kind == "rrf" else LINEAR_SRC,
-            )
         top_normalizer = spec.get("normalizer")
-        if kind == "linear" and top_normalizer is not None:
-            if self.version < (9, 1):
-                raise parse_error("linear", "normalizer", source=LINEAR_SRC)
-            if self.version < (9, 2):
-                raise EsError(
-                    400,
-                    "action_request_validation_exception",
-                    "Validation Failed: 1: [linear] [normalizer] cannot be provided when [retrievers] is specified;",
-                    source=LINEAR_SRC + " (9.1)",
-                )
+        if kind == "linear" and top_normalizer is not None and self.version < (9, 1):
+            raise parse_error("linear", "normalizer", source=LINEAR_SRC)
         children: list[tuple[Any, float, str | None]] = []
         for entry in spec.get("retrievers") or []:
             children.append(self._component(kind, entry, top_normalizer))
@@ -1175,13 +1320,6 @@ class Searcher:
         for key in ("allow_rerank_failures", "chunk_rescorer"):
             if key in spec:
                 raise DoubleLimit(f"[{key}] of text_similarity_reranker")
-        if rank_window < window:
-            raise EsError(
-                400,
-                "illegal_argument_exception",
-                f"[{kind}] requires [rank_window_size: {rank_window}] be greater than or equal to [size: {window}]",
-                source="server/src/main/java/org/elasticsearch/search/retriever/CompoundRetrieverBuilder.java",
-            )
         for key in ("inference_text", "field", "inference_id"):
             if key in spec and not isinstance(spec[key], str):
                 raise EsError(400, "x_content_parse_exception", f"[{kind}] failed to parse field [{key}]", source=src)
@@ -1366,11 +1504,40 @@ class Searcher:
                 "Required [retriever]",
                 source="x-pack/plugin/rank-rrf/.../LinearRetrieverComponent.java",
             )
+        # LinearRetrieverComponent.PARSER, ConstructingObjectParser("retriever-component") with three constructor
+        # args, read in key order: ScoreNormalizer.valueOf fails inside the [normalizer] field parser ("failed to parse
+        # field"); the constructor's weight check fails in buildTarget ("Failed to build ... after last required
+        # field arrived"), inside the field that delivered the last of the three when all are present, else at the
+        # end of the object. LinearRetrieverBuilder's [retrievers] field parser wraps either.
+        valid = ("minmax", "none") + (("l2_norm",) if self._has_l2_norm() else ())
         weight = float(entry.get("weight", 1.0))
+        for key in entry:
+            if key == "normalizer" and str(entry[key]).lower() not in valid:
+                raise _linear_component_error(
+                    {
+                        "type": "x_content_parse_exception",
+                        "reason": "[retriever-component] failed to parse field [normalizer]",
+                        "caused_by": {
+                            "type": "illegal_argument_exception",
+                            "reason": f"Unknown normalizer [{entry[key]}]",
+                        },
+                    }
+                )
         if weight < 0:
-            raise EsError(400, "illegal_argument_exception", "[weight] must be non-negative", source=LINEAR_SRC)
+            built: dict[str, Any] = {
+                "type": "x_content_parse_exception",
+                "reason": "Failed to build [retriever-component] after last required field arrived",
+                "caused_by": {"type": "illegal_argument_exception", "reason": "[weight] must be non-negative"},
+            }
+            if all(k in entry for k in ("retriever", "weight", "normalizer")):
+                last = list(entry)[-1]
+                built = {
+                    "type": "x_content_parse_exception",
+                    "reason": f"[retriever-component] failed to parse field [{last}]",
+                    "caused_by": built,
+                }
+            raise _linear_component_error(built)
         normalizer = entry.get("normalizer", top_normalizer)
-        valid = ("minmax", "none") + (("l2_norm",) if self.version >= (9, 1) else ())
         if normalizer is not None and str(normalizer).lower() not in valid:
             raise EsError(
                 400,
@@ -1379,6 +1546,10 @@ class Searcher:
                 source="x-pack/plugin/rank-rrf/src/main/java/org/elasticsearch/xpack/rank/linear/ScoreNormalizer.java",
             )
         return entry["retriever"], weight, None if normalizer is None else str(normalizer).lower()
+
+    def _has_l2_norm(self) -> bool:
+        """``L2ScoreNormalizer``: 9.1 (PR #128504) and its 8.19 backport (PR #128972)."""
+        return self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)
 
     # -- highlight / sort ------------------------------------------------------------------------------------
     def _highlight(
@@ -1424,6 +1595,99 @@ class Searcher:
                 key=lambda x: _values(x[0].docs[x[1]], fld)[0] if _values(x[0].docs[x[1]], fld) else 0, reverse=desc
             )
         return [(v, d, None) for v, d, _ in out]
+
+
+def _token(value: Any) -> str:
+    """The ``XContentParser.Token`` a JSON value starts with."""
+    if isinstance(value, Mapping):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, (int, float)):
+        return "VALUE_NUMBER"
+    if value is None:
+        return "VALUE_NULL"
+    return "VALUE_STRING"
+
+
+def _specified(body: Mapping[str, Any], key: str) -> bool:
+    """Whether ``SearchSourceBuilder.validate`` counts ``key`` as set next to a retriever: ``subSearches`` not empty
+    (``query`` or ``sub_searches``), ``knnSearch`` not empty, ``searchAfter``/``sorts``/``rankBuilder``/``rescores``
+    not null, ``terminateAfter`` not ``DEFAULT_TERMINATE_AFTER`` (0)."""
+    if key == "query":
+        return body.get("query") is not None or bool(body.get("sub_searches"))
+    if key == "knn":
+        return bool(body.get("knn"))
+    if key == "terminate_after":
+        value = body.get("terminate_after")
+        return value is not None and value != 0
+    return body.get(key) is not None
+
+
+def _linear_component_error(cause: dict[str, Any]) -> EsError:
+    """A ``linear`` retriever component that fails to parse: ``[linear] failed to parse field [retrievers]`` (the
+    ``ObjectParser`` wrap of the component parser's exception)."""
+    return EsError(
+        400,
+        "x_content_parse_exception",
+        "[linear] failed to parse field [retrievers]",
+        source="x-pack/plugin/rank-rrf/src/main/java/org/elasticsearch/xpack/rank/linear/"
+        "LinearRetrieverComponent.java; ScoreNormalizer.java; libs/x-content/.../ConstructingObjectParser.java "
+        "(buildTarget)",
+        caused_by=cause,
+    )
+
+
+def _clause_location(root: Any, clause: Any) -> str:
+    """``line:col`` of ``clause``'s closing brace in ``root`` as elasticsearch-py serialises a body
+    (``elastic_transport.JsonSerializer``: compact separators, one line, UTF-8; Jackson counts bytes), which is the
+    token ``parseInnerQueryBuilder`` reads when it finds the clause empty. ``clause`` itself when ``root`` is None or
+    does not hold it."""
+
+    marker = "\u0000empty-clause\u0000"
+
+    def swap(node: Any) -> Any:
+        if node is clause:
+            return marker
+        if isinstance(node, Mapping):
+            return {k: swap(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [swap(v) for v in node]
+        return node
+
+    try:
+        text = json.dumps(swap(root if root is not None else clause), separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return "1:2"
+    at = text.find(json.dumps(marker, ensure_ascii=False))
+    if at < 0:
+        return "1:2"
+    return f"1:{len(text[:at].encode('utf-8')) + 2}"
+
+
+def _retriever_node(node: Any) -> tuple[str | None, Mapping[str, Any] | None]:
+    """``(name, body)`` of a ``{name: {...}}`` retriever node; ``(None, None)`` for anything else."""
+    if isinstance(node, Mapping) and len(node) == 1:
+        ((kind, spec),) = node.items()
+        if isinstance(spec, Mapping):
+            return str(kind), spec
+    return None, None
+
+
+def _component_child(entry: Any) -> Any:
+    """The retriever of an ``rrf`` / ``linear`` ``retrievers`` entry (a plain retriever or a weighted component)."""
+    if isinstance(entry, Mapping) and ("retriever" in entry or "weight" in entry or "normalizer" in entry):
+        return entry.get("retriever")
+    return entry
+
+
+def _window(spec: Mapping[str, Any]) -> int | None:
+    """``rank_window_size`` (``RankBuilder.DEFAULT_RANK_WINDOW_SIZE`` 10 when absent); None when not an integer
+    (the parser refuses it)."""
+    window = spec.get("rank_window_size", 10)
+    return window if isinstance(window, int) and not isinstance(window, bool) else None
 
 
 def _with_filter(child: Mapping[str, Any], filters: list[Any]) -> dict[str, Any]:

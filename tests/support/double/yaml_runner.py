@@ -50,6 +50,11 @@ CLUSTER_FEATURES: dict[str, tuple[int, ...]] = {
     "linear_retriever.l2_norm": (9, 1),
 }
 """Named cluster features -> the first version that has them (``gte_vX.Y.Z`` features are read directly)."""
+FEATURE_BACKPORTS: dict[str, tuple[int, int]] = {
+    # L2ScoreNormalizer.LINEAR_RETRIEVER_L2_NORM: backported to 8.19 by PR #128972 (original #128504, 9.1)
+    "linear_retriever.l2_norm": (8, 19),
+}
+"""Named cluster features a 8.x minor also has (backports): ``(major, minor)``."""
 
 RUNNER_FEATURES = frozenset(
     {
@@ -258,7 +263,7 @@ def _has_feature(version: tuple[int, ...], name: str) -> bool:
         return version >= _version(m.group(1))
     if name not in CLUSTER_FEATURES:
         raise StaticSkip(f"unknown cluster feature {name}")
-    return version >= CLUSTER_FEATURES[name]
+    return version >= CLUSTER_FEATURES[name] or tuple(version[:2]) == FEATURE_BACKPORTS.get(name)
 
 
 def _leading_sections(steps: list[Any]) -> tuple[list[tuple[str, Mapping[str, Any]]], list[Any]]:
