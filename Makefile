@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # torch is pinned: the CPU wheel 2.13.0; an unpinned torch resolves to a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: demo test test-fast install install-dev spec-deps lint typecheck mutation clean
+.PHONY: demo test test-fast install install-dev spec-deps lucene-deps lint typecheck mutation clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,12 +20,18 @@ install-dev: $(BIN)/python
 spec-deps:
 	npm ci --prefix spec --no-audit --no-fund --loglevel=error
 
+## Real Lucene 10.5 for tests/lucene: the jar from the pyserini sdist on PyPI (once, sha256-checked, cached under
+## ~/.cache/es_rag/lucene) and the oracle compiled with a Java 21+ JDK (scripts/lucene-oracle.sh). Without a JDK or
+## the network those tests skip, saying why; with ES_RAG_REQUIRE_LUCENE=1 (CI) this target fails instead.
+lucene-deps:
+	bash scripts/lucene-oracle.sh >/dev/null || [ "$${ES_RAG_REQUIRE_LUCENE:-0}" != 1 ]
+
 ## Quickstart 1: install and run the demo on the embedded default (no cluster needed).
 demo: install
 	$(BIN)/es-rag demo
 
 ## Quickstart 2: install and run the whole test suite (unit, spec/tsc, golden, e2e; live tests skip without ES_URL).
-test: install-dev spec-deps
+test: install-dev spec-deps lucene-deps
 	$(BIN)/ruff check es_rag tests scripts benchmarks examples
 	$(BIN)/ruff format --check es_rag tests scripts benchmarks examples
 	$(BIN)/mypy es_rag

@@ -10,7 +10,7 @@ Lucene: ``StandardAnalyzer``, ``EnglishAnalyzer``, ``CJKAnalyzer``):
 - ``english``: ``StandardTokenizer`` + ``EnglishPossessiveFilter`` + ``LowerCaseFilter`` + ``StopFilter`` (Lucene's
   33 English stop words) + ``PorterStemFilter``.
 - ``cjk``: ``StandardTokenizer`` + ``CJKWidthFilter`` + ``LowerCaseFilter`` + ``CJKBigramFilter`` + ``StopFilter``
-  (Lucene's CJK stop set: the English words plus ``s``, ``t``, ``www``).
+  (Lucene's CJK stop set: the English words but ``an``, plus ``s``, ``t``, ``www``).
 - ``es_rag_identifier`` (the ``.ident`` subfields of the exact channel, defined in the templates themselves):
   ``PatternTokenizer`` with :data:`es_rag.query.IDENTIFIER_TOKEN_PATTERN`, ``group: 0`` + ``CJKWidthFilter`` +
   ``LowerCaseFilter`` (:func:`identifier_analyzer`).
@@ -47,8 +47,9 @@ ENGLISH_STOP_WORDS = frozenset(
 )
 """Lucene ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (Elasticsearch ``_english_``)."""
 
-CJK_STOP_WORDS = ENGLISH_STOP_WORDS | {"s", "t", "www"}
-"""Lucene ``CJKAnalyzer`` default stop set."""
+CJK_STOP_WORDS = (ENGLISH_STOP_WORDS - {"an"}) | {"s", "t", "www"}
+"""Lucene ``CJKAnalyzer`` default stop set (``cjk/stopwords.txt``): the English words without ``an``, plus ``s``,
+``t`` and ``www`` (``tests/lucene`` checks it against ``CJKAnalyzer.getDefaultStopSet()``)."""
 
 _IDENTIFIER_TOKEN_RE = regex.compile(IDENTIFIER_TOKEN_PATTERN)
 

@@ -37,9 +37,21 @@ _BM25_PARTS = {
 """bm25s's files of one saved index, by the ``save``/``load`` argument naming each."""
 
 
+SCORING_REVISION = 2
+"""Bumped when the analyzers or the BM25 statistics change, so a saved index made by older code is built again even
+under the same es_rag version (a development build). 2: Lucene's one-byte length norms, ``docCount`` of the
+documents that have the field, the ``cjk`` stop set without ``an``, Lucene's Extended_Pictographic list."""
+
+
 def _key(field_name: str, analyzer: str, ids: Sequence[str]) -> dict[str, Any]:
     rows = f"{zlib.crc32(chr(10).join(ids).encode('utf-8')):08x}:{len(ids)}"
-    return {"field": field_name, "analyzer": analyzer, "es_rag": _version(), "chunks": rows}
+    return {
+        "field": field_name,
+        "analyzer": analyzer,
+        "es_rag": _version(),
+        "scoring": SCORING_REVISION,
+        "chunks": rows,
+    }
 
 
 def bm25_cache(folder: str | Path, commit: int, field_name: str, analyzer: str) -> Path:

@@ -3,6 +3,11 @@ tie-breaker, per-language subfields) and the exact-match channel over the identi
 index state and, for a committed index, saved with the commit and read memory-mapped (:mod:`es_rag.embedded.caches`).
 
 A mixin of :class:`~es_rag.embedded.backend.EmbeddedBackend`, which holds the documents, the filter and the refresh.
+
+BM25 is Lucene's ``BM25Similarity`` as Elasticsearch runs it on one shard (:func:`lucene_scores`): bm25s lays out the
+index, then its scores are recomputed with Lucene's statistics (a document whose field has no term is not counted) and
+with each document's length as Lucene stores it, in one byte (:func:`lucene_length`). ``tests/lucene`` compares the
+scores with real Lucene's.
 """
 
 from __future__ import annotations
@@ -108,6 +113,7 @@ class LexicalChannels:
                 return None
             model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
             model.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
+            lucene_scores(model, ids, self.k1, self.b)
             return model
 
         if self.directory is None or self._commit is None:
@@ -243,3 +249,105 @@ def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:
     vocab: dict[str, int] = model.vocab_dict
     n_terms = len(model.scores["indptr"]) - 1
     return [t for t in tokens if t and vocab.get(t, n_terms) < n_terms]
+
+
+# -- Lucene's BM25 statistics ------------------------------------------------------------------------------------------
+# org.apache.lucene.util.SmallFloat (lucene/core): BM25Similarity.computeNorm stores a document's field length as
+# intToByte4(length), one byte, and scores with byte4ToInt of that byte (its LENGTH_TABLE). Lengths below
+# _NUM_FREE_VALUES are exact; longer ones keep their 4 most significant bits (up to 12.5% shorter).
+_MAX_INT4 = 231
+"""``SmallFloat.longToInt4(Integer.MAX_VALUE)``."""
+_NUM_FREE_VALUES = 255 - _MAX_INT4
+_TF_BLOCK = 65_536
+"""Documents per block when :func:`lucene_scores` counts term frequencies."""
+
+
+def _long_to_int4(i: int) -> int:
+    """``SmallFloat.longToInt4``: a 4-bit mantissa (implicit leading bit) and a 4-bit exponent."""
+    num_bits = i.bit_length()
+    if num_bits < 4:
+        return i
+    shift = num_bits - 4
+    return ((i >> shift) & 0x07) | ((shift + 1) << 3)
+
+
+def _int4_to_long(i: int) -> int:
+    """``SmallFloat.int4ToLong``."""
+    bits = i & 0x07
+    shift = (i >> 3) - 1
+    return bits if shift == -1 else (bits | 0x08) << shift
+
+
+def int_to_byte4(i: int) -> int:
+    """``SmallFloat.intToByte4`` as an unsigned byte (0..255).
+
+    Args:
+        i: A non-negative length.
+    """
+    if i < 0:
+        raise ValueError(f"length {i} is negative")
+    return i if i < _NUM_FREE_VALUES else _NUM_FREE_VALUES + _long_to_int4(i - _NUM_FREE_VALUES)
+
+
+def byte4_to_int(b: int) -> int:
+    """``SmallFloat.byte4ToInt`` of an unsigned byte (capped at ``Integer.MAX_VALUE`` as Lucene caps it).
+
+    Args:
+        b: 0..255.
+    """
+    return b if b < _NUM_FREE_VALUES else min(_NUM_FREE_VALUES + _int4_to_long(b - _NUM_FREE_VALUES), 2**31 - 1)
+
+
+def lucene_length(lengths: np.ndarray) -> np.ndarray:
+    """Field lengths as Lucene's BM25 reads them back from the norm: ``byte4ToInt(intToByte4(n))`` per length.
+
+    Args:
+        lengths: Token counts (non-negative ints).
+    """
+    values, inverse = np.unique(np.asarray(lengths, dtype=np.int64), return_inverse=True)
+    decoded = np.fromiter((byte4_to_int(int_to_byte4(int(v))) for v in values), np.int64, len(values))
+    return decoded[inverse.reshape(-1)]
+
+
+def lucene_scores(model: Any, ids: Sequence[np.ndarray], k1: float, b: float) -> None:
+    """Replaces the term scores of a bm25s index (``model.scores``: one CSC column per term id, rows are documents)
+    with Lucene's ``BM25Similarity`` without its ``k1 + 1`` (bm25s's ``lucene`` method, which the query multiplies
+    back): ``idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))`` where, as in Lucene,
+
+    - ``idf = log(1 + (docCount - df + 0.5) / (df + 0.5))`` and ``docCount`` counts the documents whose field has a
+      term (bm25s counts every document);
+    - ``avgdl = sumTotalTermFreq / docCount`` over the true lengths (bm25s: the mean over every document);
+    - ``dl`` is :func:`lucene_length` of the document's length (bm25s: the true one, up to 12.5% longer; scores
+      were up to 9% off on the debian-docs sets, ``reports/lucene-oracle.md``).
+
+    Args:
+        model: A ``bm25s.BM25`` indexed from ``ids``.
+        ids: Each document's token ids, in index order.
+        k1: BM25 k1.
+        b: BM25 b.
+    """
+    scores = model.scores
+    indptr = np.asarray(scores["indptr"], dtype=np.int64)
+    docs = np.asarray(scores["indices"], dtype=np.int64)
+    n_docs, n_terms = len(ids), len(indptr) - 1
+    lengths = np.fromiter((len(t) for t in ids), np.int64, n_docs)
+    doc_count = int(np.count_nonzero(lengths))
+    if doc_count == 0:
+        return
+    avgdl = float(np.float32(lengths.sum() / doc_count))  # Lucene keeps avgdl as a float
+    # tf of every (document, term) entry: key doc * n_terms + term, counted a block of documents at a time (each
+    # block's keys sort after the previous block's, so the joined keys stay sorted; memory is per distinct pair)
+    keys, counts = [], []
+    for start in range(0, n_docs, _TF_BLOCK):
+        block = ids[start : start + _TF_BLOCK]
+        owners = np.repeat(np.arange(start, start + len(block), dtype=np.int64), lengths[start : start + len(block)])
+        tokens = np.concatenate([np.asarray(t, dtype=np.int64) for t in block])
+        block_keys, block_counts = np.unique(owners * n_terms + tokens, return_counts=True)
+        keys.append(block_keys)
+        counts.append(block_counts)
+    df = np.diff(indptr)
+    terms = np.repeat(np.arange(n_terms, dtype=np.int64), df)
+    tf = np.concatenate(counts)[np.searchsorted(np.concatenate(keys), docs * n_terms + terms)].astype(np.float64)
+    idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5)).astype(np.float32).astype(np.float64)
+    norm = k1 * (1.0 - b + b * lucene_length(lengths)[docs] / avgdl)
+    scores["data"] = (idf[terms] * tf / (tf + norm)).astype(model.dtype)

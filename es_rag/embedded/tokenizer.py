@@ -58,6 +58,27 @@ class Token:
     type: str
 
 
+#: Extended_Pictographic as Lucene's grammar has it (apache/lucene-solr 3258a1cf,
+#: ``lucene/core/src/data/jflex/UnicodeEmojiProperties.jflex``, from emoji-data 11.0; Lucene 10.5 agrees on every code
+#: point, ``reports/lucene-oracle.md``). The ``regex`` package's ``\p{Extended_Pictographic}`` lacks every pictograph
+#: that is not also Emoji (U+266A, U+2605, U+2701, U+1F000, ...), which Lucene makes ``<EMOJI>`` tokens of.
+_EXTENDED_PICTOGRAPHIC = (
+    "["
+    "\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9-\u21aa\u231a-\u231b\u2328\u2388\u23cf"
+    "\u23e9-\u23f3\u23f8-\u23fa\u24c2\u25aa-\u25ab\u25b6\u25c0\u25fb-\u25fe\u2600-\u2605\u2607-\u2612"
+    "\u2614-\u2685\u2690-\u2705\u2708-\u2712\u2714\u2716\u271d\u2721\u2728\u2733-\u2734\u2744\u2747\u274c"
+    "\u274e\u2753-\u2755\u2757\u2763-\u2767\u2795-\u2797\u27a1\u27b0\u27bf\u2934-\u2935\u2b05-\u2b07"
+    "\u2b1b-\u2b1c\u2b50\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001f0ff\U0001f10d-\U0001f10f"
+    "\U0001f12f\U0001f16c-\U0001f171\U0001f17e-\U0001f17f\U0001f18e\U0001f191-\U0001f19a"
+    "\U0001f1ad-\U0001f1e5\U0001f201-\U0001f20f\U0001f21a\U0001f22f\U0001f232-\U0001f23a"
+    "\U0001f23c-\U0001f23f\U0001f249-\U0001f3fa\U0001f400-\U0001f53d\U0001f546-\U0001f64f"
+    "\U0001f680-\U0001f6ff\U0001f774-\U0001f77f\U0001f7d5-\U0001f7ff\U0001f80c-\U0001f80f"
+    "\U0001f848-\U0001f84f\U0001f85a-\U0001f85f\U0001f888-\U0001f88f\U0001f8ae-\U0001f8ff"
+    "\U0001f90c-\U0001f93a\U0001f93c-\U0001f945\U0001f947-\U0001fffd"
+    "]"
+)
+
+
 def _rules(possessive: bool) -> list[tuple[str, str]]:
     """The JFlex rules as ``regex`` (V1) patterns, in rule order. ``possessive`` makes the quantifiers that can
     never usefully give characters back possessive (``*+``): the character after them can never be one of
@@ -68,7 +89,7 @@ def _rules(possessive: bool) -> list[tuple[str, str]]:
     ext_sans_sel = r"[[\p{WB=Format}\p{WB=Extend}\p{WB=ZWJ}]--[\uFE0E\uFE0F]]*"
     keycap_base = r"[0-9#*]"
     rkam = r"[\p{WB=Regional_Indicator}0-9#*\u00A9\u00AE\u2122\u3030\u303D\p{Emoji_Modifier}]"
-    emoji_char = rf"[\p{{Extended_Pictographic}}[\p{{Emoji}}--{rkam}]]"
+    emoji_char = rf"[{_EXTENDED_PICTOGRAPHIC}[\p{{Emoji}}--{rkam}]]"
     zwj = r"\p{WB=ZWJ}"
     core = (
         rf"(?:{zwj}*{p}{emoji_char}{ext_sans_sel}\uFE0F?"
@@ -111,7 +132,7 @@ def _rules(possessive: bool) -> list[tuple[str, str]]:
 
 #: Characters a token can start with (the first character of some rule); others are skipped unseen.
 _START = (
-    r"[\p{WB=ZWJ}\p{Extended_Pictographic}\p{Emoji}\p{Emoji_Modifier_Base}\p{Emoji_Modifier}"
+    r"[\p{WB=ZWJ}" + _EXTENDED_PICTOGRAPHIC + r"\p{Emoji}\p{Emoji_Modifier_Base}\p{Emoji_Modifier}"
     r"\p{WB=Regional_Indicator}#*\p{WB=ExtendNumLet}\p{WB=Numeric}\p{WB=ALetter}\p{WB=Hebrew_Letter}"
     r"\p{WB=Katakana}\p{LB=Complex_Context}\p{Script=Han}\p{Script=Hiragana}]"
 )

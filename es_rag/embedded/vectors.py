@@ -7,11 +7,21 @@ import numpy as np
 
 from es_rag.settings import Similarity
 
+COSINE_UNIT_EPS = 1e-3
+"""``DenseVectorFieldMapper.isNotUnitVector`` (``EPS = 1e-3f``): a cosine vector whose squared length is within this
+of 1 is indexed as it is and scored by dot product; any other is normalised first (and a query vector likewise)."""
+
+
+def _needs_normalising(squared: np.ndarray) -> np.ndarray:
+    """Which squared lengths Elasticsearch normalises under cosine (never a zero vector, which it refuses)."""
+    return (np.abs(squared - 1.0) > COSINE_UNIT_EPS) & (squared > 0.0)
+
 
 def knn_rows(matrix: np.ndarray, similarity: Similarity, *, in_place: bool = False) -> np.ndarray:
     """The stored vectors as :func:`prepared_knn_scores` reads them, built once per index state (at the refresh after
-    a write, never per query): for cosine every row divided by its norm (a zero row stays zero), else the float32
-    vectors as they are.
+    a write, never per query): for cosine, as Elasticsearch indexes them, every row whose squared length is not
+    within :data:`COSINE_UNIT_EPS` of 1 divided by its norm and the others as they are; else the float32 vectors as
+    they are.
 
     Args:
         matrix: Stored vectors (float32), one per row.
@@ -24,8 +34,8 @@ def knn_rows(matrix: np.ndarray, similarity: Similarity, *, in_place: bool = Fal
     step = 4096  # bounded temporaries: einsum's float64 copy of one block at a time (6 MB at 384 dims)
     for start in range(0, matrix.shape[0], step):
         block = matrix[start : start + step]
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        norms[norms == 0] = 1.0
+        squared = np.einsum("ij,ij->i", block, block, dtype=np.float64)
+        norms = np.where(_needs_normalising(squared), np.sqrt(squared), 1.0)
         out[start : start + step] = block / norms[:, None]
     return out
 
@@ -42,10 +52,12 @@ def prepared_knn_scores(rows: np.ndarray, query: np.ndarray, similarity: Similar
         similarity: The mapping's similarity.
     """
     q = np.asarray(query, dtype=np.float32).reshape(-1)
-    if similarity is Similarity.COSINE:
-        norm = float(np.linalg.norm(q.astype(np.float64)))
-        unit = (q.astype(np.float64) / norm).astype(np.float32) if norm else q
-        return (1.0 + (rows @ unit).astype(np.float64)) / 2.0
+    if similarity is Similarity.COSINE:  # indexed as dot_product over the rows knn_rows prepared
+        squared = float(np.dot(q.astype(np.float64), q.astype(np.float64)))
+        unit = (
+            (q.astype(np.float64) / np.sqrt(squared)).astype(np.float32) if _needs_normalising(np.array(squared)) else q
+        )
+        return np.maximum(0.0, (1.0 + (rows @ unit).astype(np.float64)) / 2.0)
     if similarity is Similarity.L2_NORM:
         return knn_scores(rows, q, similarity)
     dots = (rows @ q).astype(np.float64)
@@ -68,10 +80,12 @@ def knn_scores(matrix: np.ndarray, query: np.ndarray, similarity: Similarity) ->
     q = query.astype(np.float64)
     dots = m @ q
     scores: np.ndarray
-    if similarity is Similarity.COSINE:
-        norms = np.linalg.norm(m, axis=1) * (np.linalg.norm(q) or 1.0)
-        norms[norms == 0] = 1.0
-        scores = (1.0 + dots / norms) / 2.0
+    if similarity is Similarity.COSINE:  # Elasticsearch normalises only a vector that is not unit within 1e-3
+        row_sq = np.einsum("ij,ij->i", m, m)
+        row_norms = np.where(_needs_normalising(row_sq), np.sqrt(row_sq), 1.0)
+        q_sq = float(q @ q)
+        q_norm = float(np.sqrt(q_sq)) if _needs_normalising(np.array(q_sq)) else 1.0
+        scores = np.maximum(0.0, (1.0 + dots / (row_norms * q_norm)) / 2.0)
     elif similarity is Similarity.DOT_PRODUCT:
         scores = np.maximum(0.0, (1.0 + dots) / 2.0)
     elif similarity is Similarity.L2_NORM:
@@ -97,12 +111,9 @@ def vector_refusal(vector: np.ndarray, similarity: Similarity) -> str | None:
     return None
 
 
-UNIT_TOLERANCE = 1e-6
-"""How far from 1 a row's norm may be for :func:`unit_rows` (float32 normalisation leaves about 1e-7)."""
-
-
 def unit_rows(matrix: np.ndarray) -> bool:
-    """Whether every row has unit length within :data:`UNIT_TOLERANCE` (then cosine reads the rows as stored).
+    """Whether cosine reads every row as stored: each squared length within :data:`COSINE_UNIT_EPS` of 1 (or zero),
+    as :func:`knn_rows` leaves such rows.
 
     Args:
         matrix: float32 rows.
@@ -110,7 +121,6 @@ def unit_rows(matrix: np.ndarray) -> bool:
     step = 4096  # bounded temporaries, as knn_rows
     for start in range(0, matrix.shape[0], step):
         block = matrix[start : start + step]
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        if norms.size and float(np.max(np.abs(norms - 1.0))) > UNIT_TOLERANCE:
+        if np.any(_needs_normalising(np.einsum("ij,ij->i", block, block, dtype=np.float64))):
             return False
     return True
