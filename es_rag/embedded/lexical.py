@@ -258,8 +258,10 @@ def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:
 _MAX_INT4 = 231
 """``SmallFloat.longToInt4(Integer.MAX_VALUE)``."""
 _NUM_FREE_VALUES = 255 - _MAX_INT4
-_TF_BLOCK = 65_536
+_TF_BLOCK = 8_192
 """Documents per block when :func:`lucene_scores` counts term frequencies."""
+_SCORE_CHUNK = 1 << 20
+"""Entries per step when :func:`lucene_scores` writes the scores (bounded float64 temporaries)."""
 
 
 def _long_to_int4(i: int) -> int:
@@ -328,26 +330,39 @@ def lucene_scores(model: Any, ids: Sequence[np.ndarray], k1: float, b: float) ->
     """
     scores = model.scores
     indptr = np.asarray(scores["indptr"], dtype=np.int64)
-    docs = np.asarray(scores["indices"], dtype=np.int64)
+    docs = scores["indices"]
     n_docs, n_terms = len(ids), len(indptr) - 1
     lengths = np.fromiter((len(t) for t in ids), np.int64, n_docs)
     doc_count = int(np.count_nonzero(lengths))
     if doc_count == 0:
         return
     avgdl = float(np.float32(lengths.sum() / doc_count))  # Lucene keeps avgdl as a float
-    # tf of every (document, term) entry: key doc * n_terms + term, counted a block of documents at a time (each
-    # block's keys sort after the previous block's, so the joined keys stay sorted; memory is per distinct pair)
-    keys, counts = [], []
+    # tf of every entry, a block of documents at a time. bm25s's CSC holds each column's rows (documents) in
+    # ascending order (bm25s.scoring._np_csc_*: sorted by (term, doc)), so a block's (term, doc) pairs, sorted by
+    # term then document, are the next entries of each of their columns: entry = indptr[term] + filled[term] + rank
+    # of the pair among its term's pairs in the block. Memory: one float32 per entry and per-block temporaries.
+    tf = np.zeros(len(docs), dtype=np.float32)
+    filled = np.zeros(n_terms, dtype=np.int64)
     for start in range(0, n_docs, _TF_BLOCK):
         block = ids[start : start + _TF_BLOCK]
-        owners = np.repeat(np.arange(start, start + len(block), dtype=np.int64), lengths[start : start + len(block)])
+        block_lengths = lengths[start : start + len(block)]
+        if not block_lengths.any():
+            continue
+        owners = np.repeat(np.arange(len(block), dtype=np.int64), block_lengths)
         tokens = np.concatenate([np.asarray(t, dtype=np.int64) for t in block])
-        block_keys, block_counts = np.unique(owners * n_terms + tokens, return_counts=True)
-        keys.append(block_keys)
-        counts.append(block_counts)
+        keys, counts = np.unique(tokens * len(block) + owners, return_counts=True)
+        del owners, tokens
+        terms = keys // len(block)
+        first = np.searchsorted(terms, terms, side="left")
+        tf[indptr[terms] + filled[terms] + (np.arange(len(terms)) - first)] = counts
+        present, per_term = np.unique(terms, return_counts=True)
+        filled[present] += per_term
     df = np.diff(indptr)
-    terms = np.repeat(np.arange(n_terms, dtype=np.int64), df)
-    tf = np.concatenate(counts)[np.searchsorted(np.concatenate(keys), docs * n_terms + terms)].astype(np.float64)
     idf = np.log(1.0 + (doc_count - df + 0.5) / (df + 0.5)).astype(np.float32).astype(np.float64)
-    norm = k1 * (1.0 - b + b * lucene_length(lengths)[docs] / avgdl)
-    scores["data"] = (idf[terms] * tf / (tf + norm)).astype(model.dtype)
+    norm = k1 * (1.0 - b + b * lucene_length(lengths) / avgdl)
+    data = scores["data"]
+    for lo in range(0, len(data), _SCORE_CHUNK):
+        hi = min(lo + _SCORE_CHUNK, len(data))
+        terms = np.searchsorted(indptr, np.arange(lo, hi), side="right") - 1
+        f = tf[lo:hi].astype(np.float64)
+        data[lo:hi] = (idf[terms] * f / (f + norm[docs[lo:hi]])).astype(model.dtype)
