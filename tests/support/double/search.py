@@ -24,7 +24,9 @@ against the request's ``size`` alone, and only when it sets one (``CompoundRetri
 ``similarity`` threshold keeps the documents whose raw similarity passes it (``KnnSearchBuilder``,
 ``search.vectors/40_knn_search.yml``).
 
-Scoring is the double's own, independent of es_rag's code: Lucene BM25 per field over the field's analyzer,
+Scoring is the double's own code: Lucene's BM25 per field (one-byte length norms, ``docCount`` of the documents with
+a term; ``tests/lucene/test_double_bm25.py`` holds it to Lucene 10.5) over the field's analyzer (es_rag's Lucene
+mirrors for ``standard``, ``english`` and ``cjk``, the only code shared with es_rag, itself checked against Lucene),
 ``multi_match`` ``best_fields`` with ``tie_breaker``, ``dis_max``, phrase counts, exact kNN scored per the
 mapping similarity (``DenseVectorFieldMapper.VectorSimilarity``), ``semantic`` as the best chunk's score, RRF
 ``sum(weight / (rank_constant + rank))`` ties broken by insertion order, and ``linear`` with the ``minmax``,
@@ -34,16 +36,20 @@ mapping similarity (``DenseVectorFieldMapper.VectorSimilarity``), ``semantic`` a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import regex
 
+from es_rag.embedded.analyzers import cjk_analyzer, english_analyzer, standard_analyzer
 from tests.support.double.dates import date_millis, parse_date
 from tests.support.double.errors import DoubleLimit, EsError, parse_error, validation_failed
 from tests.support.double.mapping import FieldSpec, vector_score
@@ -187,16 +193,20 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WORD = re.compile(
     r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]|[^\W\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]+"
 )
-_ENGLISH_STOP = set(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
-    "this to was will with".split()
-)
-"""Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET``."""
+
+
+_MIRRORS: dict[str, Callable[[str], list[str]]] = {
+    name: functools.lru_cache(maxsize=1 << 16)(fn)
+    for name, fn in (("standard", standard_analyzer), ("english", english_analyzer), ("cjk", cjk_analyzer))
+}
+"""The mirrors, memoised per text: each search builds its views afresh, and a field's statistics analyse every
+document again (the token lists are only read, never changed)."""
 
 
 def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Callable[[str], list[str]]:
-    """The double's tokenizer for an analyzer name (built-in or defined in the index settings). Approximations
-    of Lucene's (no stemming); used only to score, never to decide whether a body is valid.
+    """The double's tokenizer for an analyzer name (built-in or defined in the index settings): es_rag's Lucene
+    mirrors for ``standard``, ``english`` and ``cjk`` (checked against Lucene by ``tests/lucene``), approximations
+    for the rest; used only to score, never to decide whether a body is valid.
 
     Args:
         name: Analyzer name.
@@ -248,7 +258,12 @@ def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Call
         return custom
     if kind == "whitespace":
         return lambda text: text.split()
-    if kind in ("cjk", "kuromoji"):
+    # The built-in analyzers es_rag's embedded backend mirrors score with those mirrors, which tests/lucene holds to
+    # real Lucene token for token (issue 29: "the strict double's match/multi_match scores come from the same
+    # mirrors, so the same checks cover it"); the approximations below remain for kuromoji, which has no mirror.
+    if kind in _MIRRORS:
+        return _MIRRORS[kind]
+    if kind == "kuromoji":
 
         def cjk(text: str) -> list[str]:
             out: list[str] = []
@@ -264,8 +279,6 @@ def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Call
             return out
 
         return cjk
-    if kind == "english":
-        return lambda text: [t for t in _WORD.findall(text.lower()) if t not in _ENGLISH_STOP]
     return lambda text: _WORD.findall(text.lower())
 
 
@@ -324,6 +337,8 @@ class Searcher:
         self.lookup = lookup
         self.embed = embed
         self._stats: dict[tuple[str, str], tuple[int, float, dict[str, int], dict[str, list[str]]]] = {}
+        self._query_tokens: dict[tuple[str, str, str], list[str]] = {}
+        self._term_counts: dict[tuple[str, str, str], Counter[str]] = {}
         self._now: int | None = None
 
     def _now_ms(self) -> int:
@@ -949,29 +964,40 @@ class Searcher:
                 if not vals:
                     continue
                 t = analyze(" ".join(str(v) for v in vals))
+                if not t:  # Lucene's docCount and sumTotalTermFreq count only documents with a term in the field
+                    continue
                 toks[doc_id] = t
                 for term in set(t):
                     df[term] = df.get(term, 0) + 1
             n = len(toks)
-            avg = sum(len(t) for t in toks.values()) / n if n else 1.0
+            # BM25Similarity: avgdl = sumTotalTermFreq / docCount, computed as a float
+            avg = float(np.float32(sum(len(t) for t in toks.values()) / n)) if n else 1.0
             self._stats[key] = (n, avg or 1.0, df, toks)
         return self._stats[key]
 
     def _bm25(self, view: IndexView, fld: str, text: str, doc_id: str) -> float:
-        return self._bm25_tokens(view, fld, self._field_analyzer(view, fld)(text), doc_id)
+        key = (view.name, fld, text)
+        tokens = self._query_tokens.get(key)
+        if tokens is None:  # a query's text is analysed once, not once per document it is scored against
+            tokens = self._query_tokens[key] = self._field_analyzer(view, fld)(text)
+        return self._bm25_tokens(view, fld, tokens, doc_id)
 
     def _bm25_tokens(self, view: IndexView, fld: str, tokens: list[str], doc_id: str) -> float:
         n, avg, df, toks = self._stats_for(view, fld)
         doc_toks = toks.get(doc_id)
         if not doc_toks:
             return 0.0
+        counts = self._term_counts.get((view.name, fld, doc_id))
+        if counts is None:
+            counts = self._term_counts[(view.name, fld, doc_id)] = Counter(doc_toks)
         score = 0.0
         for term in tokens:
-            tf = doc_toks.count(term)
+            tf = counts.get(term, 0)
             if not tf:
                 continue
             idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-            score += idf * tf * (view.k1 + 1) / (tf + view.k1 * (1 - view.b + view.b * len(doc_toks) / avg))
+            dl = _norm_length(len(doc_toks))  # the length as the one-byte norm stores it
+            score += idf * tf * (view.k1 + 1) / (tf + view.k1 * (1 - view.b + view.b * dl / avg))
         return score
 
     def _multi_match(self, spec: Mapping[str, Any], view: IndexView, doc_id: str) -> float | None:
@@ -1733,6 +1759,21 @@ def _semantic_query_text(body: Mapping[str, Any], fld: str) -> str | None:
 
 _DAY_MS = 86_400_000
 _ANCHOR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+
+
+def _norm_length(length: int) -> int:
+    """A field length as BM25Similarity reads it back from its norm: ``SmallFloat.byte4ToInt(intToByte4(length))``
+    (lucene/core ``org.apache.lucene.util.SmallFloat``): exact below 24, then a 3-bit mantissa under an implicit
+    leading bit and a 5-bit exponent, rounded down; written here from Lucene's source, not shared with es_rag."""
+    free = 24  # NUM_FREE_VALUES = 255 - longToInt4(Integer.MAX_VALUE)
+    if length < free:
+        return length
+    rest = length - free
+    shift = rest.bit_length() - 4
+    if shift < 0:
+        return length
+    mantissa = (rest >> shift) & 0x07
+    return free + ((mantissa | 0x08) << shift)
 
 
 def _date_ms(value: Any) -> int:
