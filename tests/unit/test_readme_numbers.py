@@ -62,3 +62,14 @@ def test_the_answer_coverage_row_of_rag_en_train_is_its_report() -> None:
     assert int(lc_tokens.replace(",", "")) == round(rows["langchain"]["context_tokens"])
     assert float(li) == round(rows["llamaindex"]["answer_coverage"], 3)
     assert float(bm) == round(rows["bm25"]["answer_coverage"], 3)
+
+
+def test_the_answer_coverage_row_of_rag_ja_train_is_its_report() -> None:
+    section = _measured()
+    report = "reports/rag-ja-train/result.json"
+    assert report in section
+    overall = json.loads((ROOT / report).read_text(encoding="utf-8"))["overall"]
+    m = re.search(r"^\| rag-ja-train [^|]*\| \*\*([0-9.]+)\*\* \(([0-9,]+) tokens\) \|", section, re.M)
+    assert m is not None, "the rag-ja-train row"
+    assert float(m.group(1)) == round(overall["answer_coverage"], 3)
+    assert int(m.group(2).replace(",", "")) == round(overall["context_tokens"])
