@@ -12,6 +12,7 @@ from typing import Any
 from es_rag.elasticsearch.assets import SCRIPT_VERSION_RE
 from es_rag.es_request import EsRequest
 from es_rag.settings import Settings
+from es_rag.settings.indexing import since_9_1_or_8_19
 from es_rag.versions.registry import registry_index
 
 UNKNOWN_VERSION = "unknown"
@@ -81,7 +82,7 @@ def exclude_vectors_accepted(version: tuple[int, ...]) -> bool:
     Args:
         version: ``(major, minor, ...)``.
     """
-    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
+    return since_9_1_or_8_19(version)
 
 
 NATIVE_RRF_LICENSES = {"enterprise", "trial"}

@@ -369,6 +369,16 @@ def _analyses(specs: tuple[str, ...]) -> list[tuple[str, LanguageAnalysis]]:
     return list(zip(kept, parse_languages(kept), strict=True))
 
 
+def since_9_1_or_8_19(version: tuple[int, ...]) -> bool:
+    """Whether a cluster of ``version`` has a feature first released in 9.1 and backported to 8.19 (the 8.x line
+    released after 9.1): 9.1+ or 8.19.x, never 9.0 or 8.18.
+
+    Args:
+        version: ``(major, minor, ...)``.
+    """
+    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
+
+
 def mapping_rescore_supported(version: tuple[int, ...]) -> bool:
     """Whether a cluster of ``version`` accepts ``index_options.rescore_vector`` in a ``dense_vector`` mapping:
     9.1+ and 8.19 (``DenseVectorFieldMapper.hasRescoreIndexVersion``: ``IndexVersions``
@@ -378,4 +388,4 @@ def mapping_rescore_supported(version: tuple[int, ...]) -> bool:
     Args:
         version: ``(major, minor, ...)``.
     """
-    return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
+    return since_9_1_or_8_19(version)

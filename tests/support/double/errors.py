@@ -9,6 +9,7 @@ lose their ``es.`` prefix in the body (``es.license.expired.feature`` -> ``licen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -91,3 +92,19 @@ class DoubleLimit(EsError):
             f"the strict test double does not implement {what}; extend tests/double or use a live cluster",
             source="tests/double (a double refuses what it cannot evaluate)",
         )
+
+
+def java_str(value: Any) -> str:
+    """``Object.toString()`` / ``String.valueOf`` of a parsed JSON value as Java prints it (``Boolean``, ``Map``,
+    ``List``), for messages that quote a value and for the REST test runner's comparisons."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() or abs(value) >= 1e7 else f"{value:.1f}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={java_str(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(java_str(v) for v in value) + "]"
+    return str(value)

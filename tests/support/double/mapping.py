@@ -42,7 +42,7 @@ from typing import Any
 import regex
 
 from tests.support.double.dates import parse_date
-from tests.support.double.errors import DoubleLimit, EsError
+from tests.support.double.errors import DoubleLimit, EsError, java_str
 
 SETTINGS_SRC = "server/src/main/java/org/elasticsearch/common/settings/IndexScopedSettings.java"
 SIMILARITY_SRC = "server/src/main/java/org/elasticsearch/index/similarity/SimilarityService.java"
@@ -591,7 +591,7 @@ def _parse_field(
                 param == "synthetic_source_keep" and ftype in MULTI_FIELD_TYPES
             ):
                 raise DoubleLimit(f"the [{param}] parameter of a [{ftype}] field")
-            if ftype == "semantic_text" and param == "index_options" and _since_9_1_or_8_19(version):
+            if ftype == "semantic_text" and param == "index_options" and since_9_1_or_8_19(version):
                 # SemanticTextFieldMapper index_options: PR #119967 (9.1), backport PR #129626 (8.19)
                 raise DoubleLimit("index_options on a semantic_text field")
             raise mapping_error(f"unknown parameter [{param}] on mapper [{name}] of type [{ftype}]")
@@ -630,7 +630,7 @@ def _parse_field(
     return out
 
 
-def _since_9_1_or_8_19(version: tuple[int, ...]) -> bool:
+def since_9_1_or_8_19(version: tuple[int, ...]) -> bool:
     """A 9.1+ node or an 8.19 one (the 8.x line released after 9.1, which got the 9.1 backports)."""
     return tuple(version[:2]) >= (9, 1) or (8, 19) <= tuple(version[:2]) < (9, 0)
 
@@ -728,10 +728,10 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
         # DenseVectorFieldMapper.hasRescoreIndexVersion: ADD_RESCORE_PARAMS_TO_QUANTIZED_VECTORS (9_015_0_00,
         # released in 9.1) or its 8.x backport (8_528_0_00, 8.19); 9.0 and 8.18 leave it unparsed
         # (DenseVectorFieldMapperTests.testRescoreVectorOldIndexVersion: "has unsupported parameters")
-        if "rescore_vector" in opts and not (version[:2] >= (9, 1) or (8, 19) <= version[:2] < (9, 0)):
+        if "rescore_vector" in opts and not since_9_1_or_8_19(version):
             extra.append("rescore_vector")
         if extra:
-            shown = ", ".join(f"{k} : {_java_value(opts[k])}" for k in extra)
+            shown = ", ".join(f"{k} : {java_str(opts[k])}" for k in extra)
             raise mapping_error(
                 f"Mapping definition for [{name}] has unsupported parameters:  [{shown}]", source=VECTOR_SRC
             )
@@ -756,7 +756,7 @@ def _dense_vector(name: str, spec: dict[str, Any], version: tuple[int, ...]) -> 
                 raise mapping_error("oversample must be greater than 1 or exactly 0", source=VECTOR_SRC)
             if over > 10:
                 raise mapping_error("oversample must be less than or equal to 10", source=VECTOR_SRC)
-        elif itype == "bbq_disk" or (itype.startswith("bbq") and _since_9_1_or_8_19(version)):
+        elif itype == "bbq_disk" or (itype.startswith("bbq") and since_9_1_or_8_19(version)):
             # defaultOversampleForBBQ: DEFAULT_OVERSAMPLE_VALUE_FOR_BBQ (9.1) or its 8.x backport
             # DEFAULT_OVERSAMPLE_VALUE_FOR_BBQ_BACKPORT_8_X (8_530_0_00, after the 8.19 rescore backport 8_528_0_00);
             # BBQ_DISK always oversamples 1-bit quantization by DEFAULT_OVERSAMPLE
@@ -831,20 +831,6 @@ def java_float_text(value: float, *, single: bool = False) -> str:
             return f"{sign}{text}{'0' * (point - len(text))}.0"
         return f"{sign}{text[:point]}.{text[point:]}"
     return f"{sign}{text[0]}.{text[1:] or '0'}E{point - 1}"
-
-
-def _java_value(value: Any) -> str:
-    """``String.valueOf`` of a parsed JSON value as ``MappingParser.checkNoRemainingFields`` prints it (Java
-    ``Boolean``/``Map``/``List`` ``toString``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}={_java_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_java_value(v) for v in value) + "]"
-    return str(value)
 
 
 def _float32(value: float) -> float:

@@ -52,7 +52,7 @@ import regex
 from es_rag.embedded.analyzers import cjk_analyzer, english_analyzer, standard_analyzer
 from tests.support.double.dates import date_millis, parse_date
 from tests.support.double.errors import DoubleLimit, EsError, parse_error, validation_failed
-from tests.support.double.mapping import FieldSpec, vector_score
+from tests.support.double.mapping import FieldSpec, since_9_1_or_8_19, vector_score
 
 SEARCH_SRC = "server/src/main/java/org/elasticsearch/search/builder/SearchSourceBuilder.java"
 QUERY_SRC = "server/src/main/java/org/elasticsearch/index/query/AbstractQueryBuilder.java"
@@ -280,6 +280,25 @@ def analyzer_fn(name: str, definitions: Mapping[str, Mapping[str, Any]]) -> Call
 
         return cjk
     return lambda text: _WORD.findall(text.lower())
+
+
+def _mmr_errors(size: int, window: int, lam: Any) -> list[str]:
+    """``DiversifyRetrieverBuilder.validateMMRDiversification``: ``size`` in ``(0, rank_window_size]`` and
+    ``lambda`` in ``[0, 1]``, each failure a line of the validation error."""
+    errors = []
+    if size <= 0:
+        errors.append(f"[diversify] MMR result diversification [size] of {size} must be greater than zero")
+    if size > window:
+        errors.append(
+            f"[diversify] MMR result diversification [size] of {size} cannot be greater than the "
+            f"[rank_window_size] of {window}"
+        )
+    if lam is None or isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= float(lam) <= 1.0:
+        errors.append(
+            "[diversify] MMR result diversification must have a [lambda] between 0.0 and 1.0. "
+            f"The value provided was {'null' if lam is None else lam}"
+        )
+    return errors
 
 
 def _bigrams(run: list[str]) -> list[str]:
@@ -582,7 +601,7 @@ class Searcher:
         for key, value in spec.items():
             # FetchSourceContext.EXCLUDE_VECTORS_FIELD parses from 9.1 and 8.19 (transport version
             # search_source_exclude_vectors_param 9092000 / 8841046); vectors leave _source by default from 9.2
-            if key == "exclude_vectors" and (self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)):
+            if key == "exclude_vectors" and since_9_1_or_8_19(self.version):
                 continue
             if key not in ("includes", "include", "excludes", "exclude"):
                 token = "VALUE_BOOLEAN" if isinstance(value, bool) else "START_ARRAY"
@@ -1114,7 +1133,7 @@ class Searcher:
                 caused_by={"type": "illegal_argument_exception", "reason": "Required [oversample]"},
             )  # fmt: skip
         over = float(spec["oversample"])
-        zero_ok = self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)
+        zero_ok = since_9_1_or_8_19(self.version)
         if over < 1.0 and not (over == 0.0 and zero_ok):
             reason = "[oversample] must be >= 1.0 or 0" if zero_ok else "[oversample] must be >= 1.0"
             raise EsError(
@@ -1190,20 +1209,7 @@ class Searcher:
         if window is None or (size is not None and (not isinstance(size, int) or isinstance(size, bool))):
             return errors
         size = min(10, window) if size is None else size  # DEFAULT_SIZE_VALUE
-        lam = spec.get("lambda")
-        if size <= 0:
-            errors.append(f"[diversify] MMR result diversification [size] of {size} must be greater than zero")
-        if size > window:
-            errors.append(
-                f"[diversify] MMR result diversification [size] of {size} cannot be greater than the "
-                f"[rank_window_size] of {window}"
-            )
-        if lam is None or isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= float(lam) <= 1.0:
-            errors.append(
-                "[diversify] MMR result diversification must have a [lambda] between 0.0 and 1.0. "
-                f"The value provided was {'null' if lam is None else lam}"
-            )
-        return errors
+        return errors + _mmr_errors(size, window, spec.get("lambda"))
 
     def retriever(self, node: Any, window: int) -> list[tuple[IndexView, str, float | None]]:
         """Parse and run a retriever tree; ``window``: hits the caller needs."""
@@ -1401,19 +1407,7 @@ class Searcher:
         size = spec.get("size")
         size = min(10, rank_window) if size is None else int(size)  # DEFAULT_SIZE_VALUE
         lam = spec.get("lambda")
-        errors = []
-        if size <= 0:
-            errors.append(f"[diversify] MMR result diversification [size] of {size} must be greater than zero")
-        if size > rank_window:
-            errors.append(
-                f"[diversify] MMR result diversification [size] of {size} cannot be greater than the "
-                f"[rank_window_size] of {rank_window}"
-            )
-        if lam is None or isinstance(lam, bool) or not 0.0 <= float(lam) <= 1.0:
-            errors.append(
-                "[diversify] MMR result diversification must have a [lambda] between 0.0 and 1.0. "
-                f"The value provided was {'null' if lam is None else lam}"
-            )
+        errors = _mmr_errors(size, rank_window, lam)
         if errors:
             listed = "".join(f"{i}: {e};" for i, e in enumerate(errors, start=1))
             raise EsError(
@@ -1575,7 +1569,7 @@ class Searcher:
 
     def _has_l2_norm(self) -> bool:
         """``L2ScoreNormalizer``: 9.1 (PR #128504) and its 8.19 backport (PR #128972)."""
-        return self.version[:2] >= (9, 1) or (8, 19) <= self.version[:2] < (9, 0)
+        return since_9_1_or_8_19(self.version)
 
     # -- highlight / sort ------------------------------------------------------------------------------------
     def _highlight(

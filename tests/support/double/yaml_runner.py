@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from tests.support.double.cluster import StrictCluster
+from tests.support.double.errors import java_str
 
 VERSIONS = ("9.5.0", "9.2.0", "9.1.0", "9.0.0", "8.18.0")
 """Versions the double emulates, newest first: a case runs on the first one its requirements allow."""
@@ -376,19 +377,6 @@ class Stash:
 
 
 # -- value comparison --------------------------------------------------------------------------------------------
-def java_str(value: Any) -> str:
-    """``Object.toString()`` of a parsed JSON value as the Java runner sees it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value) if not value.is_integer() or abs(value) >= 1e7 else f"{value:.1f}"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}={java_str(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(java_str(v) for v in value) + "]"
-    return str(value)
 
 
 def _is_number(value: Any) -> bool:
