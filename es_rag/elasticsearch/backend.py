@@ -39,6 +39,7 @@ from es_rag.elasticsearch.wrappers import (
     endpoint_score,
     es_rerank_blocker_of,
     hit_indices,
+    lacks_monitor_inference,
     refused_wrapper,
 )
 from es_rag.errors import BulkStopped, ClusterError, ConfigError, InputError, LicenseError
@@ -336,7 +337,7 @@ class ElasticsearchBackend(ClusterAdmin):
                         es_rerank = False
                         rerank_why = (
                             MONITOR_INFERENCE_MISSING
-                            if exc.status == 403 and "cluster:monitor/xpack/inference/get" in str(exc)
+                            if lacks_monitor_inference(exc)
                             else f"Elasticsearch refused text_similarity_reranker {inference_id}: {exc}"
                         )
                         if sticky:

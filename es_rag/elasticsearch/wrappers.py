@@ -80,6 +80,12 @@ def endpoint_score(score: float | None) -> float | None:
     return math.log(score) if score > 0.0 else float("-inf")
 
 
+def lacks_monitor_inference(exc: ClusterError) -> bool:
+    """Whether a refusal is the 403 for ``cluster:monitor/xpack/inference/get``, the action
+    ``text_similarity_reranker`` runs as the caller (:data:`MONITOR_INFERENCE_MISSING`)."""
+    return exc.status == 403 and "cluster:monitor/xpack/inference/get" in str(exc)
+
+
 def refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> tuple[str, bool] | None:
     """Which wrapping retriever (``text_similarity_reranker`` or ``diversify``) a refusal is about, and whether
     it is permanent for this cluster (a licence 403, an unknown retriever); None when it is about neither.
@@ -89,7 +95,7 @@ def refused_wrapper(exc: ClusterError, *, es_rerank: bool, diversify: bool) -> t
     if exc.status is None or not 400 <= exc.status < 500:
         return None
     text = str(exc)
-    if es_rerank and exc.status == 403 and "cluster:monitor/xpack/inference/get" in text:
+    if es_rerank and lacks_monitor_inference(exc):
         return "text_similarity_reranker", True  # the caller lacks monitor_inference: no later search can rerank
     for kind, active in (("text_similarity_reranker", es_rerank), ("diversify", diversify)):
         if active and (f"[{kind}]" in text or (kind == "text_similarity_reranker" and "Inference endpoint" in text)):
