@@ -119,3 +119,19 @@ def test_exclude_vectors_parses_from_9_1_and_8_19(version: str, accepted: bool) 
     body = {"_source": {"includes": ["chunk_id"], "exclude_vectors": False}, "query": {"match_all": {}}}
     status, answer = cluster.handle("POST", f"{BBQ.chunk_index}/_search", "", body, {})
     assert (status == 200) is accepted, answer
+
+
+@pytest.mark.parametrize(("version", "kept"), [("9.0.0", False), ("9.1.0", True)])
+def test_setup_dry_run_renders_an_oversample_of_0_for_the_clusters_version(
+    version: str, kept: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``oversample: 0`` (rescoring off) is a mapping value only 9.1 / 8.19 accept: ``setup --dry-run`` against a
+    cluster probes its version for it as for any other oversample (it once probed only a non-zero one)."""
+    from es_rag.cli import main
+    from tests.support.double.http import serve
+
+    with serve(StrictCluster(version=version)) as url:
+        argv = ["setup", "--es", url, "--dry-run", "--format", "json", "--vector-dims", "64"]
+        assert main([*argv, "--vector-index-type", "int8_hnsw", "--vector-rescore-oversample", "0"]) == 0
+    out = capsys.readouterr().out
+    assert ('"rescore_vector"' in out) is kept

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings.replace(analyzer=choice.analyzer, languages=languages)
     if args.dry_run:
         # with a cluster, rendered for its version; without one, for the newest
-        version = backend.version() if backend is not None and settings.index.vector_rescore() else None
+        version = backend.version() if backend is not None and settings.index.vector_rescore() is not None else None
         reqs = setup_requests(settings, version=version) + (
             [] if args.no_create_indices else index_creation_requests(settings)
         )
