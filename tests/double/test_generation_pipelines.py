@@ -56,3 +56,16 @@ def test_deleting_a_generation_deletes_its_pipeline_and_keeps_the_live_one() -> 
     assert f"DELETE _ingest/pipeline/{new.settings.pipeline_id}" in done
     assert new.settings.pipeline_id not in cluster.pipelines
     assert S.pipeline_id in cluster.pipelines
+
+
+def test_the_double_refuses_deleting_a_pipeline_an_index_writes_through() -> None:
+    """``IngestService.innerDelete``: "pipeline [x] cannot be deleted because it is the default pipeline for N
+    index(es) including [...]", which is why a generation's pipeline is deleted after its indices."""
+    a = InferenceEndpoint("e5-a", dims=DIMS)
+    _backend, _node, cluster = strict_backend(S, StrictCluster(endpoints=[a]), setup=True)
+    status, body = cluster.handle("DELETE", f"_ingest/pipeline/{S.pipeline_id}", "", None, {})
+    assert status == 400
+    assert body["error"]["reason"] == (
+        f"pipeline [{S.pipeline_id}] cannot be deleted because it is the default pipeline for 1 index(es) including "
+        f"[{S.chunk_index}]"
+    )

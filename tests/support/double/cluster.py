@@ -660,6 +660,15 @@ class StrictCluster:
                 raise EsError(
                     404, "resource_not_found_exception", f"pipeline [{pid}] is missing", source="IngestService"
                 )
+            users = sorted(n for n, st in self.indices.items() if st.settings.get("index.default_pipeline") == pid)
+            if users:  # IngestService.innerDelete refuses a pipeline an index still writes through
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"pipeline [{pid}] cannot be deleted because it is the default pipeline for {len(users)} "
+                    f"index(es) including [{', '.join(users[:3])}]",
+                    source="server/src/main/java/org/elasticsearch/ingest/IngestService.java (innerDelete)",
+                )
             del self.pipelines[pid]
             return 200, {"acknowledged": True}
         raise _no_handler(method, f"_ingest/pipeline/{pid}")
