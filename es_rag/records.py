@@ -59,6 +59,10 @@ class Chunk:
     visible_text: str | None = None
     language: str | None = None
     """ISO 639-1 language of the chunk's document (:func:`es_rag.languages.document_language`), None when unknown."""
+    page_start: int | None = None
+    """First page (1-based) the chunk's text is on, for a paged source (PDF); None for the others."""
+    page_end: int | None = None
+    """Last page (1-based) the chunk's text is on (``== page_start`` when it stays on one page)."""
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -103,6 +107,9 @@ class Chunk:
             doc["embedding_version"] = self.embedding_version
         if self.language is not None:
             doc["language"] = self.language
+        if self.page_start is not None:
+            doc["page_start"] = self.page_start
+            doc["page_end"] = self.page_end if self.page_end is not None else self.page_start
         if self.meta:
             doc["meta"] = dict(self.meta)
         if include_vector and self.vector is not None:
@@ -117,6 +124,25 @@ class Chunk:
             embedding_version: Model name and revision that produced it.
         """
         return dataclasses.replace(self, vector=vector, embedding_version=embedding_version)
+
+
+def _page(value: Any) -> int | None:
+    """A stored page number as an int (None when absent; Elasticsearch may hand back a float or a string)."""
+    return None if value is None else int(value)
+
+
+def page_label(page_start: int | None, page_end: int | None) -> str:
+    """How a citation names its pages: ``p. 14``, ``pp. 14-15``, or ``""`` for a source without pages.
+
+    Args:
+        page_start: First page (1-based), None when the source has none.
+        page_end: Last page.
+    """
+    if page_start is None:
+        return ""
+    if page_end is None or page_end == page_start:
+        return f"p. {page_start}"
+    return f"pp. {page_start}-{page_end}"
 
 
 CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
@@ -149,6 +175,8 @@ class Hit:
     embedding_version: str | None = None
     source_path: str | None = None
     language: str | None = None
+    page_start: int | None = None
+    page_end: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     bm25_score: float | None = None
@@ -209,6 +237,8 @@ class Hit:
             embedding_version=source.get("embedding_version"),
             source_path=source.get("source_path"),
             language=None if source.get("language") is None else str(source["language"]),
+            page_start=_page(source.get("page_start")),
+            page_end=_page(source.get("page_end", source.get("page_start"))),
             meta=dict(source.get("meta") or {}),
             vector=vector,
             visible_text=None if source.get("visible_text") is None else str(source["visible_text"]),

@@ -14,7 +14,10 @@ overlap, parent size, contextual prefix, tokenizer):
   blocks are whole blocks, split only when they alone exceed ``L`` and then at rows / items / lines,
   then sentences, then token windows; children only. A child that starts among a Markdown table's body
   rows repeats the table's header rows before its text in ``contextual_text`` (its offsets still point
-  at the rows; the header's tokens count in its budget), so header and cells never part (seed 000).
+  at the rows; the header's tokens count in its budget), so header and cells never part (seed 000). Source
+  code (:mod:`es_rag.chunking.code`): each function, method or class is a section (``file > Class > method``), a
+  later part of a long one repeats its signature and docstring in ``contextual_text``. A PDF's extracted text
+  (:mod:`es_rag.chunking.paged`, every strategy): sections from its outline, pages into ``page_start``/``page_end``.
 * ``parent-child`` -- ``structure`` children plus parents (the heading sections, or groups of
   consecutive children of at most ``parent_max_tokens``) for generation context; the default.
 * ``semantic`` -- :class:`~es_rag.chunking.semantic.SemanticChunker`: within each section, a new child starts
@@ -45,8 +48,10 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Protocol
 
+from es_rag.chunking.code import CODE_FORMATS, CodeLayout
 from es_rag.chunking.html import HtmlLayout
 from es_rag.chunking.markdown import TextLayout, blank_front_matter
+from es_rag.chunking.paged import Heading, PagedLayout, page_span
 from es_rag.chunking.spans import (
     Section,
     Span,
@@ -63,7 +68,7 @@ from es_rag.errors import ConfigError, InputError
 from es_rag.records import Chunk
 from es_rag.settings import parse_enum
 
-FORMATS = ("markdown", "rst", "plain", "html")
+FORMATS = ("markdown", "rst", "plain", "html", "pdf", *CODE_FORMATS)
 _TOKENIZER_PROBE = "Chunking 検索拡張生成 (RAG) unbelievably-long_identifiers E1042, naïve café — 2026年4月。"
 MIN_CHUNK_TOKENS = 8
 
@@ -183,13 +188,15 @@ class Chunker:
     def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
         raise NotImplementedError
 
-    def _layout(self, text: str, fmt: str, doc: str) -> Layout:
+    def _layout(self, text: str, fmt: str, doc: str, source_id: str = "") -> Layout:
         if fmt not in self.formats:
             raise InputError(
                 doc,
                 "format",
                 f"strategy {self.strategy.value!r} does not chunk {fmt}; it handles {', '.join(self.formats)}",
             )
+        if fmt in CODE_FORMATS:
+            return CodeLayout(text, fmt, source_id or doc)  # the file's id heads every heading path
         return HtmlLayout(text) if fmt == "html" else TextLayout(text, fmt)
 
     def _budget(self, prefix: str) -> int:
@@ -229,6 +236,8 @@ class Chunker:
         title: str | None = None,
         source_path: str | None = None,
         fmt: str = "markdown",
+        pages: Sequence[int] = (),
+        headings: Sequence[Heading] = (),
     ) -> list[Chunk]:
         """Chunk one source into parents (if the strategy makes them) followed by children.
 
@@ -240,7 +249,13 @@ class Chunker:
             acl: Groups allowed to read it.
             title: Document title; defaults to the HTML ``<title>``, the first heading or the file name.
             source_path: The file as given, for reports.
-            fmt: ``markdown``, ``rst``, ``plain`` or ``html``.
+            fmt: ``markdown``, ``rst``, ``plain``, ``html``, ``pdf`` (a PDF's extracted text,
+                :class:`~es_rag.chunking.paged.PagedLayout`; the fixed and recursive strategies read it as text) or
+                a code format (:data:`~es_rag.chunking.code.CODE_FORMATS`: one section per function, method or
+                class, :class:`~es_rag.chunking.code.CodeLayout`; the structure-aware strategies only).
+            pages: The start offset of each page of a paged source (page ``i + 1`` starts at ``pages[i]``): every
+                chunk gets its ``page_start`` and ``page_end``; empty for a source without pages.
+            headings: ``pdf`` only: ``(offset, level, title)`` of the headings the extraction found (its sections).
 
         Raises:
             InputError: Missing tenant or source id, a source without any text, or a format the
@@ -264,12 +279,16 @@ class Chunker:
                 raise InputError(doc, "text", "the source holds only front matter")
         else:
             body = text
-        layout = self._layout(body, fmt, doc)
+        if fmt == "pdf":  # extracted text: every strategy reads it; its structure comes from the extraction
+            layout: Layout = PagedLayout(body, headings)
+        else:
+            layout = self._layout(body, fmt, doc, source_id)
         if title is None and isinstance(meta.get("title"), str) and str(meta["title"]).strip():
             title = str(meta["title"]).strip()
         if title is None:
             title = getattr(layout, "title", None)
-            title = title or next((s.heading_path[0] for s in layout.sections if s.heading_path), None)
+            if fmt != "pdf":  # a PDF's first outline entry is a chapter ("1 Introduction"), not its title
+                title = title or next((s.heading_path[0] for s in layout.sections if s.heading_path), None)
             title = title or (PurePath(source_path).stem if source_path else source_id)
         doc_title = str(title)
         version = self.version
@@ -311,6 +330,8 @@ class Chunker:
                 kind=kind,
                 source_path=source_path,
                 contextual_text=ctx,
+                page_start=page_span(pages, start, end)[0] if pages else None,
+                page_end=page_span(pages, start, end)[1] if pages else None,
             )
 
         parents: list[Chunk] = []

@@ -90,7 +90,7 @@ def print_result(result: Any) -> None:
     print("\n--- citations")
     for c in result.context.citations:
         print(
-            f"[{c.citation_id}] {c.source_id} v{c.source_version} § {' > '.join(c.heading_path) or '-'} "
+            f"[{c.label}] {c.source_id} v{c.source_version} § {' > '.join(c.heading_path) or '-'} "
             f"chars {c.start_offset}-{c.end_offset}"
         )
     print("\n--- trace")

@@ -9,6 +9,7 @@ from es_rag.elasticsearch.assets import (
     ASSET_VERSION,
     KUROMOJI_PLUGIN,
     AnalyzerChoice,
+    added_fields_request,
     index_creation_requests,
     obsolete_asset_paths,
     registry_mapping_request,
@@ -188,8 +189,13 @@ class ClusterAdmin(ClusterClient):
             for req in index_creation_requests(self.settings):
                 if self._index_exists(req.path):
                     results.append({"request": f"{req.method} {req.path}", "acknowledged": "exists"})
-                    if req.path == self.settings.index_name("versions"):  # fields added since it was created
+                    update = None  # the fields added since it was created
+                    if req.path == self.settings.index_name("versions"):
                         update = registry_mapping_request(self.settings)
+                    elif req.path in (self.settings.chunk_index, self.settings.parent_index):
+                        kind = "chunks" if req.path == self.settings.chunk_index else "parents"
+                        update = added_fields_request(self.settings, kind)
+                    if update is not None:
                         resp = self.send(update)
                         results.append(
                             {"request": f"{update.method} {update.path}", "acknowledged": resp.get("acknowledged")}

@@ -29,12 +29,13 @@ from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 12
+ASSET_VERSION = 13
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``. 10: the version
 registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index). 11: its
 ``digests`` field (what each served source holds: an unchanged source is not embedded again). 12: the stored search
 template's ``rescore`` param (the kNN search's ``rescore_vector`` of a quantized index), and no ``rescore_vector``
-in the mapping of a cluster that refuses it (9.0, 8.18)."""
+in the mapping of a cluster that refuses it (9.0, 8.18). 13: ``page_start`` / ``page_end`` (integer) in the chunk
+and parent mappings: the pages of a PDF chunk, which its citations name."""
 
 CHUNK_PIPELINE_ASSET = {
     VectorMode.CLIENT: "chunks",
@@ -359,6 +360,26 @@ def registry_mapping_request(settings: Settings) -> EsRequest:
     mappings = render_asset("index_templates", "index-versions", settings)["template"]["mappings"]
     body = {"_meta": mappings["_meta"], "properties": mappings["properties"]}
     return EsRequest("PUT", f"{settings.index_name('versions')}/_mapping", body)
+
+
+PAGE_FIELDS = ("page_start", "page_end")
+"""Fields of the chunk and parent mappings added by asset version 13 (a PDF chunk's pages)."""
+
+
+def added_fields_request(settings: Settings, kind: str) -> EsRequest:
+    """``PUT <chunk or parent index>/_mapping`` with the fields added since asset version 12 (:data:`PAGE_FIELDS`), as
+    the current template maps them: an index created before gains them, so a PDF chunk's pages are not refused by
+    its strict mapping. Adding a field is allowed on a live index (``MapperService.merge``); only the new fields are
+    sent, so nothing else of the mapping (analyzers, the vector field) is touched.
+
+    Args:
+        settings: Gives the index names.
+        kind: ``chunks`` or ``parents``.
+    """
+    asset = "component-chunks" if kind == "chunks" else "component-parents"
+    properties = render_asset("index_templates", asset, settings)["template"]["mappings"]["properties"]
+    index = settings.chunk_index if kind == "chunks" else settings.parent_index
+    return EsRequest("PUT", f"{index}/_mapping", {"properties": {f: properties[f] for f in PAGE_FIELDS}})
 
 
 def search_template_source() -> str:

@@ -44,6 +44,8 @@ SOURCE_FIELDS = [
     "heading_path",
     "start_offset",
     "end_offset",
+    "page_start",
+    "page_end",
     "chunker_version",
     "embedding_version",
     "tenant_id",

@@ -214,21 +214,28 @@ class EsVersionStore(RegistryOps):
             tenant_id: The tenant.
         """
 
-        def counts(index: str) -> dict[Pair, int]:
+        pages: dict[Pair, int] = {}
+
+        def counts(index: str, *, with_pages: bool = False) -> dict[Pair, int]:
             out: dict[Pair, int] = {}
             after = None
             while True:
-                resp = self.backend.send(source_listing_request(tenant_id, index, after=after))
+                resp = self.backend.send(source_listing_request(tenant_id, index, after=after, pages=with_pages))
                 agg = (resp.get("aggregations") or {}).get("sources") or {}
                 buckets = agg.get("buckets") or []
                 for b in buckets:
-                    out[(str(b["key"]["source_id"]), str(b["key"]["source_version"]))] = int(b["doc_count"])
+                    key = (str(b["key"]["source_id"]), str(b["key"]["source_version"]))
+                    out[key] = int(b["doc_count"])
+                    last = (b.get("pages") or {}).get("value")
+                    if last is not None:
+                        pages[key] = int(last)
                 after = agg.get("after_key")
                 if len(buckets) < SOURCES_PAGE or not after:
                     return out
 
         state, _, _ = self._read(tenant_id)
-        return summarize_sources(state, counts(self.settings.chunk_index), counts(self.settings.parent_index))
+        chunks = counts(self.settings.chunk_index, with_pages=True)
+        return summarize_sources(state, chunks, counts(self.settings.parent_index), pages)
 
     def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
         """Where each of the tenant's sources was read from: ``source_id`` -> the ``source_path`` values its chunks

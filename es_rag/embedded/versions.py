@@ -65,11 +65,16 @@ class EmbeddedVersionStore(RegistryOps):
         return {"deleted": deleted, "remaining": remaining, "conflicts": 0, "failures": []}
 
     def sources(self, tenant_id: str) -> list[SourceSummary]:
-        """The tenant's sources: active version, chunks per version, parents.
+        """The tenant's sources: active version, chunks per version, parents, pages.
 
         Args:
             tenant_id: The tenant.
         """
+        pages: dict[Pair, int] = {}
+        for d in self.backend._children.values():
+            if d.get("tenant_id") == tenant_id and d.get("page_end") is not None:
+                key = (str(d["source_id"]), str(d["source_version"]))
+                pages[key] = max(pages.get(key, 0), int(d["page_end"]))
 
         def counts(docs: dict[str, dict[str, Any]]) -> dict[Pair, int]:
             out: dict[Pair, int] = {}
@@ -79,7 +84,9 @@ class EmbeddedVersionStore(RegistryOps):
                     out[key] = out.get(key, 0) + 1
             return out
 
-        return summarize_sources(self.state(tenant_id), counts(self.backend._children), counts(self.backend._parents))
+        return summarize_sources(
+            self.state(tenant_id), counts(self.backend._children), counts(self.backend._parents), pages
+        )
 
     def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
         """Where each of the tenant's sources was read from: ``source_id`` -> its chunks' ``source_path`` values.

@@ -115,6 +115,8 @@ def chunk_documents(
                 title=doc.title,
                 source_path=doc.source_path,
                 fmt=doc.fmt,
+                pages=doc.pages,
+                headings=doc.headings,
             )
             if not any(c.kind == "child" for c in chunks):
                 raise InputError(_doc_name(doc), "text", "no chunkable text (e.g. headings only)")

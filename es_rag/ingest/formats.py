@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from es_rag.chunking.code import CODE_FORMATS, CODE_SUFFIXES
 from es_rag.errors import InputError
 from es_rag.metadata import MetadataSchema
 
@@ -26,7 +27,16 @@ SUFFIX_FORMAT = {
     ".html": "html",
     ".htm": "html",
     ".jsonl": "jsonl",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".odt": "odt",
+    **CODE_SUFFIXES,
 }
+"""File suffix -> the format its file is read as (source code: :data:`es_rag.chunking.code.CODE_SUFFIXES`, chunked
+one function, method or class at a time)."""
+BINARY_FORMATS = ("pdf", "docx", "odt")
+"""Formats whose file is not text: a source text is extracted from it once (:func:`read_source`), and chunk offsets
+index that text, never the file's bytes."""
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
 
@@ -51,17 +61,81 @@ def path_format(path: Path) -> str:
 
 
 def format_of(name: str) -> str:
-    """The format a file of this name is read as, for a text given in memory (``jsonl`` and unknown suffixes:
-    ``markdown``).
+    """The format a file of this name is read as, for a text given in memory (``jsonl``, binary formats and unknown
+    suffixes: ``markdown``).
 
     Args:
         name: A file name or source id (``page.html``).
     """
     found = SUFFIX_FORMAT.get(Path(name).suffix.lower(), "markdown")
-    return "markdown" if found == "jsonl" else found
+    return "markdown" if found == "jsonl" or found in BINARY_FORMATS else found
 
 
-JSONL_FORMATS = ("markdown", "rst", "plain", "html")
+@dataclass(frozen=True)
+class SourceText:
+    """The source text of one file, as :func:`read_source` reads it.
+
+    Args:
+        text: The text chunk offsets index (a text file as decoded; a PDF's extracted text; a Word or OpenDocument
+            file rendered as Markdown).
+        fmt: The format the chunker reads it as (``docx`` and ``odt`` become ``markdown``).
+        extracted: Whether ``text`` was extracted from a binary file (no front matter is read from it).
+        title: The title the file's metadata gives, when it does.
+        pages: Start offset of each page in ``text`` (a PDF), else empty.
+        headings: ``(offset, level, title)`` of each heading the extraction found (a PDF).
+        warnings: What the extraction could not read (scanned pages, skipped images), each said once.
+    """
+
+    text: str
+    fmt: str
+    extracted: bool = False
+    title: str | None = None
+    pages: tuple[int, ...] = ()
+    headings: tuple[tuple[int, int, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> SourceText:
+    """The source text of a file's bytes: decoded (:func:`decode_source`), or extracted from a PDF
+    (:func:`es_rag.ingest.pdf.extract_pdf`) or a Word / OpenDocument file (:func:`es_rag.ingest.office.extract_office`).
+
+    Args:
+        name: The file (or ``<stdin>``), for messages.
+        data: Its bytes.
+        fmt: Its format (:func:`path_format`).
+        encoding: The text encoding of a text file.
+
+    Raises:
+        InputError: An empty, undecodable, encrypted or unreadable file, or one without any text.
+    """
+    if fmt == "pdf":
+        from es_rag.ingest.pdf import extract_pdf
+
+        pdf = extract_pdf(data, name=name)
+        return SourceText(
+            pdf.text,
+            "pdf",
+            extracted=True,
+            title=pdf.title,
+            pages=pdf.pages,
+            headings=tuple((h.offset, h.level, h.title) for h in pdf.headings),
+            warnings=tuple(w.removeprefix(f"{name}: ") for w in pdf.warnings),
+        )
+    if fmt in ("docx", "odt"):
+        from es_rag.ingest.office import extract_office
+
+        office = extract_office(data, name=name, kind=fmt)
+        return SourceText(
+            office.text,
+            "markdown",
+            extracted=True,
+            title=office.title,
+            warnings=tuple(w.removeprefix(f"{name}: ") for w in office.warnings),
+        )
+    return SourceText(decode_source(Path(name), data, encoding), fmt)
+
+
+JSONL_FORMATS = ("markdown", "rst", "plain", "html", *CODE_FORMATS)
 
 
 def default_version(text: str) -> str:

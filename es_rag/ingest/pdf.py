@@ -17,8 +17,9 @@ chunker sees a paragraph boundary and ``text.split("\\f")`` gives the pages back
   soft hyphens are dropped; the ligatures U+FB00-U+FB06 become their letters (``ﬁ`` -> ``fi``), so BM25 and the
   embedding model read the words a query names.
 * A word hyphenated at a line end (PDFium joins the two lines and marks the break with U+FFFE) is joined
-  (``manip-`` + ``ulation`` -> ``manipulation``), unless the document spells the hyphenated form elsewhere more
-  often than the joined one (``command-line``, ``S-Plus``), then the hyphen stays.
+  (``manip-`` + ``ulation`` -> ``manipulation``), unless a digit or a capital meets the break (``group-14``,
+  ``anti-Semitic``) or the document spells the hyphenated form elsewhere more often than the joined one
+  (``command-line``, ``S-Plus``); then the hyphen stays.
 * Each page's leading and trailing whitespace is stripped; a page without text is ``""`` between two breaks.
 
 Headings (``heading_source``): from the outline (bookmarks) when it has entries pointing at pages; each is placed
@@ -484,12 +485,15 @@ def _changes(raw: str, counts: Counter[str]) -> Iterator[tuple[int, int, str]]:
 
 
 def _hyphen(raw: str, at: int, counts: Counter[str]) -> str:
-    """What a line-end hyphenation mark becomes: ``-`` when the document spells the hyphenated word more often than
-    the joined one (``command-line``), else nothing (the word's halves join)."""
+    """What a line-end hyphenation mark becomes: ``-`` when a digit or a capital meets the break (``group-`` /
+    ``14``, ``COVID-`` / ``19``, ``anti-`` / ``Semitic``: no word is hyphenated there) or when the document spells the
+    hyphenated word more often than the joined one (``command-line``), else nothing (the word's halves join)."""
     before = re.search(r"\w+$", raw[max(0, at - 64) : at])
     after = re.match(r"\w+", raw[at + 1 : at + 65])
     if before is None or after is None:
         return ""
+    if before.group(0)[-1].isdigit() or after.group(0)[0].isdigit() or after.group(0)[0].isupper():
+        return "-"
     joined, hyphenated = before.group(0) + after.group(0), before.group(0) + "-" + after.group(0)
     return "-" if counts[hyphenated] > counts[joined] else ""
 

@@ -36,12 +36,14 @@ from es_rag.ingest.formats import MAX_FILE_BYTES as MAX_FILE_BYTES
 from es_rag.ingest.formats import PLAIN_NAMES as PLAIN_NAMES
 from es_rag.ingest.formats import SUFFIX_FORMAT as SUFFIX_FORMAT
 from es_rag.ingest.formats import FrontMatter as FrontMatter
+from es_rag.ingest.formats import SourceText as SourceText
 from es_rag.ingest.formats import decode_source as decode_source
 from es_rag.ingest.formats import default_version as default_version
 from es_rag.ingest.formats import format_of as format_of
 from es_rag.ingest.formats import mtime_day as mtime_day
 from es_rag.ingest.formats import path_format as path_format
 from es_rag.ingest.formats import read_front_matter as read_front_matter
+from es_rag.ingest.formats import read_source as read_source
 from es_rag.ingest.report import IngestReport
 from es_rag.metadata import META, MetadataSchema
 
@@ -59,6 +61,10 @@ class SourceDoc:
     source_path: str | None = None
     fmt: str = "markdown"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    pages: tuple[int, ...] = ()
+    """Start offset of each page in ``text`` (a PDF), else empty."""
+    headings: tuple[tuple[int, int, str], ...] = ()
+    """``(offset, level, title)`` of each heading found by a PDF's extraction (its sections), else empty."""
 
 
 JSONL_KEYS = frozenset({"source_id", "id", "text", "title", "source_version", "tenant_id", "acl", "format", META})
@@ -147,7 +153,14 @@ VENDOR_DIRS = frozenset(
 #: Ignore files read at the root of every folder walked (gitignore syntax).
 IGNORE_FILES = (".gitignore", ".es-ragignore")
 #: Types people keep in documentation folders that es_rag does not read (yet): named when skipped.
-KNOWN_UNSUPPORTED = {".pdf": "PDF", ".docx": "Word", ".odt": "OpenDocument", ".rtf": "RTF"}
+KNOWN_UNSUPPORTED = {
+    ".doc": "Word 97-2003",
+    ".rtf": "RTF",
+    ".pptx": "PowerPoint",
+    ".xlsx": "Excel",
+    ".odp": "OpenDocument presentation",
+    ".ods": "OpenDocument spreadsheet",
+}
 
 
 @dataclass(frozen=True)
@@ -161,7 +174,7 @@ class Found:
 def _unsupported(suffix: str) -> str:
     kind = KNOWN_UNSUPPORTED.get(suffix.lower())
     what = f"{suffix or '(no suffix)'}" + (f" ({kind})" if kind else "")
-    hint = "; convert it to Markdown or text first (chunk offsets index the file, which a binary format cannot give)"
+    hint = "; save it as .docx, .odt, PDF, Markdown or text first"
     names = " and text files named README, COPYING, copyright, LICENSE, NEWS, ..."
     return f"unsupported file type: {what}; supported: {', '.join(SUFFIX_FORMAT)}{names}" + (hint if kind else "")
 
@@ -361,8 +374,8 @@ def iter_files(
                 data = f.read_bytes()
             if len(data) > MAX_FILE_BYTES:
                 raise InputError(name, "size", f"{len(data)} bytes exceeds the {MAX_FILE_BYTES} byte limit")
-            text = decode_source(Path(name), data, encoding)
             if fmt == "jsonl":
+                text = decode_source(Path(name), data, encoding)
                 rows = _jsonl_docs(Path(name), text, tenant_id=tenant_id, acl=acl, report=report, schema=schema)
                 docs.extend(_with_defaults(d, defaults, schema) for d in rows)
             elif item.source_id in seen:
@@ -374,9 +387,9 @@ def iter_files(
                 )
             else:
                 seen[item.source_id] = name
-                docs.append(
-                    _file_doc(item, name, text, fmt, tenant_id, acl, report, schema, defaults, updated_from_mtime)
-                )
+                source = read_source(name, data, fmt, encoding)
+                report.warnings.extend({"document": name, "field": "text", "reason": w} for w in source.warnings)
+                docs.append(_file_doc(item, name, source, tenant_id, acl, report, schema, defaults, updated_from_mtime))
         except InputError as err:
             report.failed.append(err.as_dict())
         except OSError as exc:
@@ -390,8 +403,7 @@ def iter_files(
 def _file_doc(
     item: Found,
     name: str,
-    text: str,
-    fmt: str,
+    source: SourceText,
     tenant_id: str,
     acl: Sequence[str],
     report: IngestReport,
@@ -399,9 +411,11 @@ def _file_doc(
     defaults: Mapping[str, Any],
     updated_from_mtime: bool,
 ) -> SourceDoc:
-    """The document of one (non-JSONL) file: its front matter read (Markdown), its metadata under ``defaults``."""
-    front = FrontMatter(text)
-    if fmt == "markdown":
+    """The document of one (non-JSONL) file: its front matter read (a Markdown file), its metadata under
+    ``defaults``."""
+    text = source.text
+    front = FrontMatter(text, title=source.title)
+    if source.fmt == "markdown" and not source.extracted:
         front = read_front_matter(text, document=name, schema=schema)
         if front.ignored:
             report.warnings.append(
@@ -422,8 +436,10 @@ def _file_doc(
         source_version=front.version or default_version(text),
         title=front.title,
         source_path=name,
-        fmt=fmt,
+        fmt=source.fmt,
         meta=own,
+        pages=source.pages,
+        headings=source.headings,
     )
     return _with_defaults(doc, defaults, schema)
 

@@ -152,6 +152,16 @@ class _Refiller:
         return f"; {n} merged slot{'s' if n != 1 else ''} refilled from the ranked remainder" if n else ""
 
 
+def _page_range(pieces: Sequence[Hit]) -> dict[str, int | None]:
+    """The pages of a block merged from ``pieces``: from the first piece's first page to the last one's last (None
+    when no piece has pages)."""
+    starts = [p.page_start for p in pieces if p.page_start is not None]
+    ends = [p.page_end if p.page_end is not None else p.page_start for p in pieces if p.page_start is not None]
+    if not starts:
+        return {"page_start": None, "page_end": None}
+    return {"page_start": min(starts), "page_end": max(e for e in ends if e is not None)}
+
+
 def _parent_block(parent: Hit, members: Sequence[Hit]) -> Hit:
     return parent.replace(
         **_max_scores(members),
@@ -417,6 +427,7 @@ def expand_neighbors(
                 visible_text=merge_visible(pieces_list),
                 start_offset=start,
                 end_offset=end,
+                **_page_range(pieces_list),
                 token_count=None,
                 content_hash=None,
                 retrieval_sources=_sources(members),

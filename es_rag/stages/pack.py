@@ -27,10 +27,10 @@ import jinja2
 
 from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError
-from es_rag.records import Hit, is_content_digest
+from es_rag.records import Hit, is_content_digest, page_label
 from es_rag.stages.base import StageOutput
 
-PROMPT_VERSION = "ctx-4"
+PROMPT_VERSION = "ctx-5"
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,14 @@ class Citation:
     start_offset: int | None
     end_offset: int | None
     expanded_from: tuple[str, ...] = ()
+    page_start: int | None = None
+    page_end: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How a reader names it: ``S2``, with its pages for a paged source (``S2, p. 14``, ``S2, pp. 14-15``)."""
+        pages = page_label(self.page_start, self.page_end)
+        return f"{self.citation_id}, {pages}" if pages else self.citation_id
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -56,6 +64,9 @@ class Citation:
             "heading_path": list(self.heading_path),
             "start_offset": self.start_offset,
             "end_offset": self.end_offset,
+            "page_start": self.page_start,
+            "page_end": self.page_end,
+            "label": self.label,
             "expanded_from": list(self.expanded_from),
         }
 
@@ -156,6 +167,7 @@ def _layout(selection: Sequence[Hit]) -> dict[str, Any]:
             excerpts.append(
                 {
                     "citation_id": f"S{i + 1}",
+                    "pages": page_label(h.page_start, h.page_end),
                     # the heading path, when it says more than the group's title and the previous excerpt
                     "section": section if section and section != previous else "",
                     # what the model reads (HTML: the visible text); the offsets still index the source
@@ -302,6 +314,8 @@ def _pack(
             h.start_offset,
             h.end_offset,
             h.expanded_from,
+            h.page_start,
+            h.page_end,
         )
         for i, h in enumerate(chosen)
     ]

@@ -484,6 +484,7 @@ def source_listing_request(
     after: dict[str, str] | None = None,
     size: int = SOURCES_PAGE,
     fields: Sequence[str] = ("source_id", "source_version"),
+    pages: bool = False,
 ) -> EsRequest:
     """One page of a tenant's ``(source_id, source_version)`` pairs with their document counts in ``index``: a
     ``composite`` aggregation of two ``terms`` sources (``CompositeAggregationBuilder``; pages with ``after`` =
@@ -497,6 +498,8 @@ def source_listing_request(
         fields: The keyword fields of the key (``("source_id", "source_path")``: where each source was read from,
             for ``ingest --sync``; ``source_path`` is ``index: false`` but keeps its doc values, which
             aggregations read; a document without it makes no bucket).
+        pages: Also the largest ``page_end`` of each bucket (a ``max`` sub-aggregation: a PDF source's page count;
+            ``null`` for a source without pages, and on an index whose mapping predates the field).
     """
     composite: dict[str, Any] = {
         "size": size,
@@ -504,5 +507,8 @@ def source_listing_request(
     }
     if after is not None:
         composite["after"] = dict(after)
-    body = {"size": 0, "query": _lineage_query(tenant_id, None, None), "aggs": {"sources": {"composite": composite}}}
+    agg: dict[str, Any] = {"composite": composite}
+    if pages:
+        agg["aggs"] = {"pages": {"max": {"field": "page_end"}}}
+    body = {"size": 0, "query": _lineage_query(tenant_id, None, None), "aggs": {"sources": agg}}
     return EsRequest("POST", f"{index}/_search", body)

@@ -60,12 +60,14 @@ class SourceSummary:
         active_version: The version the registry serves (None: no committed version, e.g. a write that failed).
         versions: Chunks stored per version (an old version still listed is one a purge left behind, hidden).
         parents: Parent sections stored, all versions.
+        pages: The active version's last page (a PDF's page count), None for a source without pages.
     """
 
     source_id: str
     active_version: str | None
     versions: dict[str, int]
     parents: int
+    pages: int | None = None
 
     @property
     def chunks(self) -> int:
@@ -79,12 +81,16 @@ class SourceSummary:
             "active_version": self.active_version,
             "chunks": self.chunks,
             "parents": self.parents,
+            "pages": self.pages,
             "versions": dict(self.versions),
         }
 
 
 def summarize_sources(
-    state: RegistryState, chunk_counts: dict[Pair, int], parent_counts: dict[Pair, int]
+    state: RegistryState,
+    chunk_counts: dict[Pair, int],
+    parent_counts: dict[Pair, int],
+    pages: Mapping[Pair, int] | None = None,
 ) -> list[SourceSummary]:
     """A tenant's sources from its registry and per-version document counts, by source id.
 
@@ -92,13 +98,15 @@ def summarize_sources(
         state: The tenant's registry.
         chunk_counts: Chunks per ``(source_id, version)``.
         parent_counts: Parents per ``(source_id, version)``.
+        pages: The last page of each ``(source_id, version)`` that has pages (a PDF).
     """
     ids = {s for s, _ in chunk_counts} | {s for s, _ in parent_counts} | set(state.active)
     out = []
     for sid in sorted(ids):
         versions = {v: n for (s, v), n in sorted(chunk_counts.items()) if s == sid}
         parents = sum(n for (s, _), n in parent_counts.items() if s == sid)
-        out.append(SourceSummary(sid, state.active.get(sid), versions, parents))
+        active = state.active.get(sid)
+        out.append(SourceSummary(sid, active, versions, parents, (pages or {}).get((sid, active or ""))))
     return out
 
 

@@ -143,8 +143,22 @@ def test_sources_lists_each_source_with_its_served_version_and_counts(backend: A
     load(backend, children, parents)
     listing = {s.source_id: s.to_dict() for s in backend.version_store().sources("acme")}
     assert listing == {
-        "guide": {"source_id": "guide", "active_version": "v1", "chunks": 3, "parents": 1, "versions": {"v1": 3}},
-        "policy": {"source_id": "policy", "active_version": "v1", "chunks": 1, "parents": 1, "versions": {"v1": 1}},
+        "guide": {
+            "source_id": "guide",
+            "active_version": "v1",
+            "chunks": 3,
+            "parents": 1,
+            "pages": None,
+            "versions": {"v1": 3},
+        },
+        "policy": {
+            "source_id": "policy",
+            "active_version": "v1",
+            "chunks": 1,
+            "parents": 1,
+            "pages": None,
+            "versions": {"v1": 1},
+        },
     }
     v2 = [chunk("a1-v2", "reset the password in settings now", version="v2", start=0)]
     load(backend, v2, [chunk("p-guide-v2", "Guide v2", version="v2", parent=None, kind="parent")])

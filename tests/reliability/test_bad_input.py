@@ -60,7 +60,7 @@ def _write_corpus(d: Path) -> tuple[list[Path], dict[str, str], set[str]]:
         "mixed.md": "# \u65e5\u672c\u8a9e\n\n".encode() + "r\u00e9sum\u00e9 \u2013 cp1252".encode("cp1252"),
         "utf16.txt": "hello".encode("utf-16"),
         "headings.md": b"# Only\n\n## Headings\n",
-        "notes.pdf": b"%PDF-1.7",
+        "notes.pdf": b"%PDF-1.7",  # a PDF cut after its header
     }
     for name, data in files.items():
         (d / name).write_bytes(data)
@@ -75,7 +75,7 @@ def _write_corpus(d: Path) -> tuple[list[Path], dict[str, str], set[str]]:
         str(d / "mixed.md"): "encoding",
         str(d / "utf16.txt"): "encoding",
         str(d / "headings.md"): "text",
-        str(d / "notes.pdf"): "path",
+        str(d / "notes.pdf"): "pdf",  # read, and refused: a truncated PDF
         str(big): "size",
         str(d / "missing.md"): "path",
     }

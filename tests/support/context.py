@@ -1,4 +1,4 @@
-"""Reading a packed context (prompt ``ctx-4``, es_rag/templates/context.j2) back into its excerpts, by its real fence
+"""Reading a packed context (prompt ``ctx-5``, es_rag/templates/context.j2) back into its excerpts, by its real fence
 only: the tests that check no text escapes its block, and that a block shows what it should, parse it here."""
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def excerpts(context: str) -> list[Excerpt]:
     body = context[start.start() : -len(closing)]
     fenced = re.search(rf"^<<{fence} S\d+>>", body, re.MULTILINE) is not None
     marker = rf"<<{fence} (S\d+)>>" if fenced else r"\[(S\d+)\]"
-    token = re.compile(rf"^(?:(<<{fence} source=[^\n]*>>)|{marker}(?: § ([^\n]*))?)\n", re.MULTILINE)
+    token = re.compile(
+        rf"^(?:(<<{fence} source=[^\n]*>>)|{marker}(?: pp?\. \d+(?:-\d+)?)?(?: § ([^\n]*))?)\n", re.MULTILINE
+    )
     out: list[Excerpt] = []
     header = ""
     current: tuple[str, str, int] | None = None

@@ -128,7 +128,7 @@ DOCS = {
     "guide.md": "# Passwords\n\nReset the password from the login page. The reset link expires after one hour.\n",
     "sync.md": "# Sync\n\nSync stops when the token expires; sign in again to renew the token.\n",
     ".hidden.md": "# Hidden\n\npassword notes nobody should index\n",
-    "scan.pdf": "%PDF-1.7\n",
+    "slides.pptx": "PK\x03\x04",
 }
 POLICY = {"policy.md": "# Legal hold\n\nLegal hold keeps the password history.\n"}
 GLOBEX = {"guide.md": "# Passwords\n\nGlobex resets the password by phone.\n"}
@@ -171,7 +171,7 @@ def test_an_embedded_folder_ingests_searches_lists_and_deletes_like_the_cli(
         report = _fill(rag, tmp_path)
         assert (report.sources, report.failed) == (2, [])
         skipped = {Path(s["path"]).name: s["reason"] for s in report.skipped}
-        assert skipped[".hidden.md"] == "hidden file" and skipped["scan.pdf"].startswith("unsupported file type")
+        assert skipped[".hidden.md"] == "hidden file" and skipped["slides.pptx"].startswith("unsupported file type")
 
         support = rag.search("password reset", tenant="acme", acl=["support"])
         assert visible(support) == {"guide.md", "sync.md"} and bm25_top(support) == "guide.md"
@@ -264,7 +264,7 @@ def test_nothing_to_ingest_returns_the_report_without_loading_a_model(
 
     monkeypatch.setattr(es_rag.wiring, "build_embedder", refuse)
     (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "scan.pdf").write_text("%PDF")
+    (tmp_path / "empty" / "slides.pptx").write_text("PK")
     with RagClient.open(tmp_path / "idx", settings) as rag:
         report = rag.ingest(tmp_path / "empty", tenant="acme")
         assert (report.sources, len(report.skipped)) == (0, 1)

@@ -736,17 +736,22 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     backend, node = make_backend(SETTINGS, routes={})
     _setup_routes(node, exists=True)
     registry = SETTINGS.index_name("versions")
-    node.route("PUT", f"{registry}/_mapping", (200, {"acknowledged": True}))
+    for name in (registry, SETTINGS.chunk_index, SETTINGS.parent_index):
+        node.route("PUT", f"{name}/_mapping", (200, {"acknowledged": True}))
     results = backend.setup()
     assert not node.calls("PUT", SETTINGS.chunk_index) and not node.calls("PUT", SETTINGS.parent_index)
-    assert [r["acknowledged"] for r in results[-4:]] == ["exists", "exists", "exists", True]
+    assert [r["acknowledged"] for r in results[-6:]] == ["exists", True, "exists", True, "exists", True]
     # an existing registry gains the fields added since it was created (asset version 10: retired; 11: digests)
     (update,) = node.calls("PUT", f"{registry}/_mapping")
     assert (
         update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == ASSET_VERSION
     )
     assert update.body["properties"]["digests"] == {"type": "object", "enabled": False}
-    assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 1
+    # existing chunk and parent indices gain the page fields (asset version 13), and nothing else of their mapping
+    for name in (SETTINGS.chunk_index, SETTINGS.parent_index):
+        (pages,) = node.calls("PUT", f"{name}/_mapping")
+        assert pages.body == {"properties": {"page_start": {"type": "integer"}, "page_end": {"type": "integer"}}}
+    assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 3
 
 
 def test_setup_tolerates_an_index_created_concurrently() -> None:

@@ -32,15 +32,16 @@ def test_the_cli_ingests_the_rest_and_says_which_file_went(
     for name in ("a.md", "b.md", "c.md"):
         (docs / name).write_text(f"# {name}\n\nText of {name}.\n")
     import es_rag.ingest.sources as sources
+    from es_rag.ingest.formats import SourceText
 
-    real = sources.decode_source
+    real = sources.read_source
 
-    def decode_then_delete(path: Path, data: bytes, encoding: str = "utf-8") -> str:
-        if path.name == "a.md":
+    def read_then_delete(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> SourceText:
+        if Path(name).name == "a.md":
             (docs / "b.md").unlink(missing_ok=True)  # b.md goes while a.md is being read
-        return real(path, data, encoding)
+        return real(name, data, fmt, encoding)
 
-    monkeypatch.setattr(sources, "decode_source", decode_then_delete)
+    monkeypatch.setattr(sources, "read_source", read_then_delete)
     idx = str(tmp_path / "idx")
     assert main(["ingest", str(docs), "--tenant", "t", "--index-dir", idx, "--json"]) == 1  # a failed document
     out = capsys.readouterr().out

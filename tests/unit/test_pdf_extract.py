@@ -85,6 +85,14 @@ def test_line_end_hyphenation_is_joined_unless_the_document_spells_the_hyphen() 
     assert "A command-line flag; the command-line parser." in text
 
 
+def test_a_digit_or_a_capital_at_a_line_end_hyphen_keeps_it() -> None:
+    """No word is hyphenated before a digit or a capital: ``group-14`` and ``anti-Semitic`` are compounds (the
+    PDF version of rag-en-train showed ``group14``)."""
+    pages = [Page(["Elements of group-", "14 are metals; COVID-", "19 spread; anti-", "Semitic laws."])]
+    text = extract_pdf(build_pdf(pages), name="h.pdf").text
+    assert "group-14 are metals; COVID-19 spread; anti-Semitic laws." in " ".join(text.split())
+
+
 def test_headings_come_from_the_outline_at_their_titles(guide: PdfText) -> None:
     assert guide.heading_source == "outline"
     got = [(h.level, h.title, h.page, h.found) for h in guide.headings]

@@ -26,7 +26,7 @@ def _tree(root: Path) -> Path:
         "faq/sync.md": "# Sync\n\nSync stops when the token expires.\n",
         "notes.txt": "Plain notes about devices.\n",
         "manual.rst": "Title\n=====\n\nText.\n",
-        "scan.pdf": "%PDF-1.7\n",
+        "slides.pptx": "PK\x03\x04",
         ".hidden.md": "# Hidden\n",
         ".git/HEAD.md": "# not docs\n",
         "node_modules/pkg/README.md": "# vendored\n",
@@ -68,9 +68,10 @@ def test_a_folder_walk_reads_the_docs_and_skips_the_rest_with_reasons(tmp_path: 
         ".gitignore": "hidden file",
         ".es-ragignore": "hidden file",
         "x.tmp.md": "ignored by .es-ragignore",
-        "scan.pdf": reasons["scan.pdf"],
+        "slides.pptx": reasons["slides.pptx"],
     }
-    assert reasons["scan.pdf"].startswith("unsupported file type: .pdf (PDF)")
+    assert reasons["slides.pptx"].startswith("unsupported file type: .pptx (PowerPoint)")
+    assert "save it as .docx, .odt, PDF, Markdown or text first" in reasons["slides.pptx"]
     assert report.failed == []
     assert report.skipped_by_reason()["unsupported file type"] == 1
 
@@ -160,16 +161,18 @@ def test_ingesting_twice_from_the_index_folder_does_not_read_the_index_back(
 def test_nothing_to_ingest_is_an_error_before_any_model_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "a.docx").write_bytes(b"PK\x03\x04")
+    (tmp_path / "a.docx").write_bytes(b"PK\x03\x04")  # a truncated Word file, a truncated PDF: read, and refused
     (tmp_path / "b.pdf").write_bytes(b"%PDF-1.7")
+    (tmp_path / "c.doc").write_bytes(b"\xd0\xcf\x11\xe0")  # Word 97-2003: not read
     (tmp_path / "empty.md").write_text("")
     (tmp_path / "binary.txt").write_bytes(b"\x00\x01\x02")
     # no such model on the hub (unreachable here): reaching the model load would fail differently
     model = ["--embedding-model", "nobody/no-such-model"]
     assert main(["ingest", str(tmp_path), "--tenant", "acme", *model]) == 1
     err = capsys.readouterr().err
-    assert "nothing to ingest (2 failed, 2 skipped)" in err
-    assert "a.docx: unsupported file type: .docx (Word)" in err
+    assert "nothing to ingest (4 failed, 1 skipped)" in err
+    assert "c.doc: unsupported file type: .doc (Word 97-2003)" in err
+    assert "a.docx: field " in err and "b.pdf: field " in err
     assert "empty.md: field 'text': the file is empty" in err and "binary.txt: field 'encoding'" in err
     assert main(["ingest", str(tmp_path / "missing.md"), "--tenant", "acme", *model]) == 1
     assert "missing.md: field 'path': no such file" in capsys.readouterr().err

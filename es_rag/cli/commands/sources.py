@@ -15,7 +15,7 @@ from es_rag.cli.options import (
 )
 from es_rag.cli.render import print_json
 
-HELP = "list a tenant's sources: the version served, chunks and parents stored"
+HELP = "list a tenant's sources: the version served, chunks and parents stored, a PDF's pages"
 SCOPE = {"index": ("prefix",), "connection": ("request_timeout",)}
 
 
@@ -55,9 +55,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"tenant {args.tenant} has no sources")
         return 0
     width = max(len("source"), *(len(s.source_id) for s in listing))
-    print(f"{'source':<{width}}  {'active version':<24}  {'chunks':>6}  {'parents':>7}  other versions")
+    paged = any(s.pages is not None for s in listing)  # a pages column only when some source has pages (a PDF)
+    pages_head = f"  {'pages':>5}" if paged else ""
+    print(f"{'source':<{width}}  {'active version':<24}  {'chunks':>6}  {'parents':>7}{pages_head}  other versions")
     for s in listing:
         others = ", ".join(f"{v} ({n} chunks, hidden)" for v, n in s.versions.items() if v != s.active_version)
-        print(f"{s.source_id:<{width}}  {s.active_version or '-':<24}  {s.chunks:>6}  {s.parents:>7}  {others or '-'}")
+        pages = f"  {s.pages if s.pages is not None else '-':>5}" if paged else ""
+        print(
+            f"{s.source_id:<{width}}  {s.active_version or '-':<24}  {s.chunks:>6}  {s.parents:>7}{pages}  "
+            f"{others or '-'}"
+        )
     print(f"{len(listing)} sources, {sum(s.chunks for s in listing)} chunks served")
     return 0

@@ -151,6 +151,8 @@ REGISTERED_QUERIES = ALL_QUERIES | {
 }  # fmt: skip
 """Queries a default distribution registers (``SearchModule.registerQueryParsers`` plus the modules and x-pack
 plugins that add queries): the ones outside :data:`ALL_QUERIES` are double limits, not unknown queries."""
+NUMERIC_TYPES = ("integer", "long", "float", "double")
+"""Numeric field types (a ``max`` aggregation reads them; dates too, which the double does not model)."""
 FETCH_FIELD_TYPES = {"keyword", "text", "integer", "long", "float", "double", "boolean", "date", "dense_vector"}
 """Field types whose ``fields`` values the double formats (``MappedFieldType.valueFetcher``)."""
 MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
@@ -443,6 +445,34 @@ class Searcher:
             response["aggregations"] = self._aggregations(body, aggs)
         return response
 
+    def _max_subaggregations(self, aggs: Any) -> dict[str, str]:
+        """The ``max`` sub-aggregations of a composite (name -> field): the largest value of a numeric field in each
+        bucket as a double, ``null`` where no document of the bucket has one, an unmapped field included
+        (rest-api-spec ``search.aggregation/110_max_metric.yml``: "Basic test" ``value: 151.0`` on an integer field,
+        "Missing field without missing param" ``is_false: ...value``). A non-numeric field is a bad request
+        ("Aggregating wrong datatype test"; the message is ``ValuesSourceRegistry.getAggregator``'s)."""
+        if not isinstance(aggs, Mapping):
+            raise EsError(400, "parsing_exception", "Expected [START_OBJECT] under [aggs]", source=SEARCH_SRC)
+        out: dict[str, str] = {}
+        for name, spec in aggs.items():
+            if not isinstance(spec, Mapping) or list(spec) != ["max"] or set(spec["max"]) != {"field"}:
+                raise DoubleLimit(f"sub-aggregation {spec!r} (only max with a field)")
+            field = spec["max"]["field"]
+            for view in self.views:
+                ftype = view.fields.get(field)
+                if ftype is not None and ftype.type == "date":
+                    raise DoubleLimit(f"max over the date field [{field}]")
+                if ftype is not None and ftype.type not in NUMERIC_TYPES:
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"Field [{field}] of type [{ftype.type}] is not supported for aggregation [max]",
+                        source="server/src/main/java/org/elasticsearch/search/aggregations/support/"
+                        "ValuesSourceRegistry.java",
+                    )
+            out[str(name)] = str(field)
+        return out
+
     def _aggregations(self, body: Mapping[str, Any], aggs: Any) -> dict[str, Any]:
         """``composite`` aggregations of ``terms`` sources on single-valued keyword fields (what es_rag sends:
         the sources listing); buckets in key order (keywords compare as UTF-8 bytes), ``size`` (default 10) per
@@ -459,9 +489,10 @@ class Searcher:
             if kinds in (["terms"], ["missing"]):
                 out[name] = self._field_aggregation(kinds[0], spec[kinds[0]], matched)
                 continue
-            if kinds != ["composite"]:
+            if sorted(kinds) not in (["composite"], ["aggs", "composite"]):
                 raise DoubleLimit(f"aggregation {kinds} (only composite, terms, missing)")
             comp = spec["composite"]
+            subs = self._max_subaggregations(spec.get("aggs", {}))
             unknown = sorted(set(comp) - {"size", "sources", "after"})
             if unknown:
                 raise EsError(400, "x_content_parse_exception", f"[composite] unknown field [{unknown[0]}]",
@@ -501,6 +532,7 @@ class Searcher:
                 names.append(sname)
                 fields.append(sbody["field"])
             counts: dict[tuple[str, ...], int] = {}
+            peaks: dict[tuple[str, tuple[str, ...]], float] = {}
             for view, doc_id in matched:
                 doc = view.docs[doc_id]
                 values = [doc.get(f) for f in fields]
@@ -510,6 +542,10 @@ class Searcher:
                     continue
                 key = tuple(str(v) for v in values)
                 counts[key] = counts.get(key, 0) + 1
+                for sub, field in subs.items():
+                    value = doc.get(field)
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        peaks[(sub, key)] = max(peaks.get((sub, key), float("-inf")), float(value))
 
             def order(key: tuple[str, ...]) -> tuple[bytes, ...]:
                 return tuple(part.encode("utf-8") for part in key)
@@ -521,7 +557,14 @@ class Searcher:
                 keys = [k for k in keys if order(k) > bound]
             page = keys[: int(comp.get("size", 10))]
             result: dict[str, Any] = {
-                "buckets": [{"key": dict(zip(names, k, strict=True)), "doc_count": counts[k]} for k in page]
+                "buckets": [
+                    {
+                        "key": dict(zip(names, k, strict=True)),
+                        "doc_count": counts[k],
+                        **{sub: {"value": peaks.get((sub, k))} for sub in subs},
+                    }
+                    for k in page
+                ]
             }
             if page:
                 result["after_key"] = dict(zip(names, page[-1], strict=True))
