@@ -177,8 +177,9 @@ def check_top_k(top_k: Any, name: str = "top_k") -> int | None:
 
 
 def hit_metadata(hit: Hit, *, citation: str | None, status: str) -> dict[str, Any]:
-    """What every adapter's document carries besides its text: lineage, where it sits in its source, every stage's
-    score and the citation id the packed context gives it.
+    """What every adapter's document carries besides its text: lineage, where it sits in its source (offsets; a
+    PDF's 1-based ``page_start`` / ``page_end``, else None), every stage's score and the citation id the packed
+    context gives it.
 
     Args:
         hit: A packed hit of a search.
@@ -197,6 +198,8 @@ def hit_metadata(hit: Hit, *, citation: str | None, status: str) -> dict[str, An
         "heading_path": list(hit.heading_path),
         "start_offset": hit.start_offset,
         "end_offset": hit.end_offset,
+        "page_start": hit.page_start,
+        "page_end": hit.page_end,
         "meta": dict(hit.meta),
         "chunker_version": hit.chunker_version,
         "embedding_version": hit.embedding_version,

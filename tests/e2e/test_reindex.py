@@ -108,6 +108,10 @@ def test_blue_green_on_elasticsearch(cli: Any, docs: Path, models: tuple[Path, P
             f"es-rag-{r}": {f"es-rag-{r}-{gen1}": {"is_write_index": True}} for r in ("chunks", "parents", "versions")
         }
         assert "es-rag-chunks" not in cluster.indices
+        # setup again over the aliases: the page fields (asset version 13) reach the generation's indices through them
+        code, _, err = cli("setup", *es, "--vector-dims", "32")
+        assert code == 0, err
+        assert "page_start" in cluster.indices[f"es-rag-chunks-{gen1}"].mapping.fields
         # searches address the same names: the new encoder is served, the old one refused
         assert "alpha.md" in search_sources(cli, es, new)
         assert cli("search", "reset passwords", "--tenant", "acme", *es, *model(old))[0] != 0

@@ -3,10 +3,12 @@ offsets to offsets into the text :func:`es_rag.ingest.pdf.extract_pdf` gives; ev
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,12 +26,19 @@ REAL_SET = EVAL_ROOT / "rag-en-train"
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pdf_eval_set", ROOT / "scripts" / "pdf-eval-set.py")
+    # not "pdf_eval_set": that is the package (scripts/pdf_eval_set/) the script imports its rendering and mapping from
+    spec = importlib.util.spec_from_file_location("pdf_eval_set_script", ROOT / "scripts" / "pdf-eval-set.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def render(script: ModuleType) -> ModuleType:
+    """``scripts/pdf_eval_set/render.py``, importable once the script has put ``scripts/`` on ``sys.path``."""
+    return importlib.import_module("pdf_eval_set.render")
 
 
 FILLER = " ".join(f"Filler sentence number {n} keeps the caf\u00e9 open \u2014 or not." for n in range(12))
@@ -177,23 +186,23 @@ def test_the_same_bytes_every_run(script: ModuleType, built: tuple[Path, Path, d
     assert summary["questions"] == 12  # only the questions on Cafe_guide.md
 
 
-def test_without_dejavu_helvetica_draws_with_a_warning(script: ModuleType, tmp_path: Path) -> None:
-    fonts = script.load_fonts(str(tmp_path))
+def test_without_dejavu_helvetica_draws_with_a_warning(render: ModuleType, tmp_path: Path) -> None:
+    fonts = render.load_fonts(str(tmp_path))
     assert fonts.regular == "Helvetica" and "no DejaVu" in fonts.warning
     assert not fonts.has("Helvetica", "\u0131") and fonts.has("Helvetica", "\u00e9")
-    assert script.load_fonts().regular != "Helvetica"
+    assert render.load_fonts().regular != "Helvetica"
 
 
 def test_right_to_left_runs_are_drawn_in_visual_order_and_lone_cjk_characters_get_a_neighbour(
-    script: ModuleType,
+    render: ModuleType,
 ) -> None:
-    assert script.visual_order("ben adam (\u05d1\u05df \u05d0\u05d3\u05dd) x") == (
+    assert render.visual_order("ben adam (\u05d1\u05df \u05d0\u05d3\u05dd) x") == (
         "ben adam (\u05dd\u05d3\u05d0 \u05df\u05d1) x"
     )
-    assert script.visual_order("plain text") == "plain text"
-    fonts = script.load_fonts()
-    missing: Any = script.Counter()
-    markup = script.font_markup("Liem (\u6797) & co", fonts.regular, fonts, missing)
+    assert render.visual_order("plain text") == "plain text"
+    fonts = render.load_fonts()
+    missing: Counter[str] = Counter()
+    markup = render.font_markup("Liem (\u6797) & co", fonts.regular, fonts, missing)
     assert '<font name="STSong-Light">\u6797)</font>' in markup and "&amp;" in markup and not missing
 
 
