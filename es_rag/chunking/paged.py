@@ -9,7 +9,9 @@ or ``#include`` line stays text). The structure comes from outside the text:
   section at the start of the line its offset is on; its ``heading_path`` is the titles of the open headings of
   lower levels, then its own (a level-2 heading after a level-1 one is under it; a second level-1 heading closes
   both). Text before the first heading is a section with an empty path. The heading line is the first block of its
-  section, as a Markdown heading is (its words help BM25, and the section stays one contiguous span).
+  section, as a Markdown heading is (its words help BM25, and the section stays one contiguous span). A heading
+  whose section is its line alone (a chapter title right before its first subsection) opens no section: its title
+  reaches the subsections through their ``heading_path``, as in Markdown, and no chunk is the title alone.
 * **Blocks.** Blank-line separated paragraphs (so a page break always ends a block), cut at section starts.
 * **Finer splits** of a block over the token limit (:meth:`PagedLayout.parts`): PDF extraction rarely leaves a blank
   line between paragraphs, so a page is often one block. It splits first into paragraphs by the layout's own signs:
@@ -79,6 +81,9 @@ class PagedLayout:
                 level, title = starts[a]
                 open_ = [h for h in open_ if h[0] < level] + [(level, title)]
             blocks = self._blocks(a, b)
+            lone = a in starts and len(blocks) == 1 and "\n" not in text[blocks[0][0] : blocks[0][1]]
+            if lone and b < len(text):  # a heading with no body of its own opens no section (as in Markdown)
+                continue
             if blocks:
                 out.append(Section(tuple(t for _, t in open_), blocks[0][0], blocks[-1][1], tuple(blocks)))
         return out

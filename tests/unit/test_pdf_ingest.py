@@ -290,3 +290,18 @@ def test_the_documented_pdf_coverage_is_its_report_and_within_0_03_of_the_markdo
         assert float(cov) == round(o["answer_coverage"], 3) and float(whole) == round(o["answer_whole"], 3)
         assert int(tokens.replace(",", "")) == round(o["context_tokens"])
     assert abs(pdf["overall"]["answer_coverage"] - md["overall"]["answer_coverage"]) <= 0.03
+
+
+def test_a_heading_without_a_body_opens_no_section() -> None:
+    """A chapter title followed at once by its first subsection is no chunk of its own (it would be a child of a
+    few tokens): its title heads the subsection's path, as a Markdown heading without a body does."""
+    text = "1 Chapter\n1.1 First\nFirst body.\n1.2 Second\nSecond body."
+    headings = [(0, 1, "1 Chapter"), (text.index("1.1"), 2, "1.1 First"), (text.index("1.2"), 2, "1.2 Second")]
+    layout = PagedLayout(text, headings)
+    got = [(s.heading_path, text[s.start : s.end]) for s in layout.sections]
+    assert got == [
+        (("1 Chapter", "1.1 First"), "1.1 First\nFirst body."),
+        (("1 Chapter", "1.2 Second"), "1.2 Second\nSecond body."),
+    ]
+    last = PagedLayout("Body.\n2 Closing", [(6, 1, "2 Closing")])  # the last heading keeps its line: no text lost
+    assert [s.heading_path for s in last.sections] == [(), ("2 Closing",)]
