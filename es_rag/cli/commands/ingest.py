@@ -23,7 +23,10 @@ from es_rag.cli.options import (
 )
 from es_rag.cli.render import print_report, print_sources_problems, progress, waiting
 
-HELP = "chunk, embed and index Markdown / reStructuredText / HTML / text / JSONL files and folders"
+HELP = (
+    "chunk, embed and index Markdown / reStructuredText / HTML / text / PDF / Word / OpenDocument / JSONL files, "
+    "source code (Python, JS/TS, Java, Go) and folders"
+)
 SCOPE = {
     "index": ("prefix", "analyzer", "language", "languages", "bm25_k1", "bm25_b", "similarity", "metadata_fields"),
     "encoder": (
