@@ -81,12 +81,17 @@ class PagedLayout:
                 level, title = starts[a]
                 open_ = [h for h in open_ if h[0] < level] + [(level, title)]
             blocks = self._blocks(a, b)
-            lone = a in starts and len(blocks) == 1 and "\n" not in text[blocks[0][0] : blocks[0][1]]
-            if lone and b < len(text):  # a heading with no body of its own opens no section (as in Markdown)
-                continue
+            if a in starts and b < len(text) and len(blocks) == 1 and self._title_line(blocks[0], starts[a][1]):
+                continue  # a heading with no body of its own opens no section (as in Markdown)
             if blocks:
                 out.append(Section(tuple(t for _, t in open_), blocks[0][0], blocks[-1][1], tuple(blocks)))
         return out
+
+    def _title_line(self, block: Span, title: str) -> bool:
+        """Whether ``block`` is one line holding ``title`` (the heading's own line, nothing of a body: a heading
+        placed at a body line, when the outline's title is not on its page, keeps that line)."""
+        line = self.text[block[0] : block[1]]
+        return "\n" not in line and " ".join(title.split()).casefold() in " ".join(line.split()).casefold()
 
     def _blocks(self, start: int, end: int) -> list[Span]:
         out = []

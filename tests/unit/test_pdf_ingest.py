@@ -305,3 +305,12 @@ def test_a_heading_without_a_body_opens_no_section() -> None:
     ]
     last = PagedLayout("Body.\n2 Closing", [(6, 1, "2 Closing")])  # the last heading keeps its line: no text lost
     assert [s.heading_path for s in last.sections] == [(), ("2 Closing",)]
+
+
+def test_a_heading_placed_at_a_body_line_keeps_that_line() -> None:
+    """An outline entry whose title is not on its page is placed at a line below its target: when that line is body
+    text, its section is kept even if it is one line, so no text is lost."""
+    text = "1 Chapter\nA body line only.\n1.1 First\nFirst body."
+    headings = [(0, 1, "1 Chapter"), (text.index("A body"), 2, "Missing title"), (text.index("1.1"), 2, "1.1 First")]
+    layout = PagedLayout(text, headings)
+    assert [text[s.start : s.end] for s in layout.sections] == ["A body line only.", "1.1 First\nFirst body."]
