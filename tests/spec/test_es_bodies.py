@@ -109,9 +109,9 @@ def test_case_inventory() -> None:
     # every setup variant contributes its six assets (two pipelines, two self-contained components, two index
     # templates), the version-registry template, the stored search template (PUT _scripts) and three
     # index-creation PUTs (chunks, parents, versions) and the registry's mapping update (an existing registry gains
-    # the fields added since: asset version 10)
+    # the fields added since: asset version 10), and the chunk and parent indices' (the page fields: asset version 13)
     for vname in SETUP_VARIANTS:
-        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 12, vname
+        assert sum(1 for b in BODIES if b.case.name.startswith(f"setup[{vname}] ")) == 14, vname
         scripts = [b for b in BODIES if b.case.name.startswith(f"setup[{vname}] script ")]
         assert [b.case.path for b in scripts] == [f"_scripts/{b.settings.index.prefix}-hybrid" for b in scripts]
         assert len(scripts) == 1, vname

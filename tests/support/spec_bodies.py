@@ -34,6 +34,7 @@ import numpy as np
 from elasticsearch.dsl import Q
 
 from es_rag.elasticsearch.assets import (
+    added_fields_request,
     index_creation_requests,
     registry_mapping_request,
     search_template_requests,
@@ -290,6 +291,9 @@ def setup_bodies() -> list[BodyCase]:
             out.append(BodyCase(_case(f"setup[{vname}] create index {req.path}", req), "create_index", settings))
         req = registry_mapping_request(settings)
         out.append(BodyCase(_case(f"setup[{vname}] registry mapping {req.path}", req), "put_mapping", settings))
+        for kind in ("chunks", "parents"):  # the page fields of asset version 13 on an existing index
+            req = added_fields_request(settings, kind)
+            out.append(BodyCase(_case(f"setup[{vname}] added fields {req.path}", req), "put_mapping", settings))
     return out
 
 
@@ -650,6 +654,7 @@ def lineage_bodies() -> list[BodyCase]:
         *[(f"count lineage #{i}", r) for i, r in enumerate(lineage_count_requests(settings, "acme", "handbook"))],
         ("has privileges (doctor)", privileges_request(settings)),
         ("sources listing", source_listing_request("acme", settings.chunk_index)),
+        ("sources listing with pages", source_listing_request("acme", settings.chunk_index, pages=True)),
         (
             "source paths (ingest --sync)",
             source_listing_request("acme", settings.chunk_index, fields=("source_id", "source_path")),
