@@ -258,10 +258,19 @@ class GateSettings(Group):
     margin: float | None = opt(
         None, flat="gate_margin", metavar="MARGIN|off", help="keep only top-1 when it beats top-2 by at least this"
     )
+    min_dense: float | None = opt(
+        None,
+        flat="gate_min_dense",
+        metavar="SCORE|off",
+        help="no-answer from retrieval alone: no sufficient evidence when no candidate's dense (kNN) score reaches "
+        "this (Elasticsearch's score scale, e.g. (1 + cosine) / 2; fit it on your own questions with "
+        "scripts/no_answer_probe.py; docs/evaluation.md). Off by default: it costs answerable questions their context",
+    )
 
     def __post_init__(self) -> None:
         self._number("cliff", above=0.0)
         self._number("margin", above=0.0)
+        self._number("min_dense", above=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -388,3 +388,20 @@ def test_run_raw_missing_score_reads_as_zero() -> None:
     hs = [Hit(chunk_id="a", source_id="s", text="a", tenant_id="t", rerank_score=None, calibrated_score=0.75)]
     out = run(hs, reranked=True, calibration=Calibration(method="none"), settings=GateSettings(cliff=None, margin=None))
     assert out.info["scores"] == [0.0] and out.info["scale"] == "raw"
+
+
+def test_a_dense_floor_abstains_when_no_candidate_reaches_it() -> None:
+    """``gate_min_dense``: no sufficient evidence, every candidate dropped with the reason, when the best dense score
+    is under the floor; the other steps decide as before when one reaches it; off by default."""
+    hits = [h.replace(dense_score=s) for h, s in zip(_hits(3), (0.61, None, 0.70), strict=True)]
+    out = run(hits, reranked=False, calibration=Calibration(), settings=GateSettings(min_dense=0.72))
+    assert status_of(out) == (NO_SUFFICIENT_EVIDENCE, "best dense score 0.7000 < gate_min_dense 0.72")
+    assert out.hits == [] and len(out.dropped) == 3 and out.info["best_dense"] == 0.7
+    passed = run(hits, reranked=False, calibration=Calibration(), settings=GateSettings(min_dense=0.7))
+    assert status_of(passed)[0] == UNDECIDED and _ids(passed) == _ids(StageOutput(hits=hits))  # fused: no verdict
+    assert GateSettings().min_dense is None
+    # native fusion hands back no channel scores: the floor cannot decide, and does not drop anything
+    bare = run(_hits(2), reranked=False, calibration=Calibration(), settings=GateSettings(min_dense=0.72))
+    assert status_of(bare)[0] == UNDECIDED and len(bare.hits) == 2
+    assert status_of(bare)[1].endswith("gate_min_dense not applied: no candidate has a dense score (native fusion "
+                                        "returns fused ones)")  # fmt: skip
