@@ -58,6 +58,7 @@ from es_rag.chunking.spans import (
     lines_in,
     pack,
     pack_with_overlap,
+    paragraphs_in,
     sentences_in,
     stable_chunk_id,
     token_windows,
@@ -369,9 +370,6 @@ class FixedTokenChunker(Chunker):
         return [_Group((), None, spans, budget)]
 
 
-_PARAGRAPH_RE = re.compile(r"\S(?:.*?)(?=\n[ \t]*\n|\Z)", re.DOTALL)
-
-
 class RecursiveChunker(Chunker):
     """Recursive separators in model tokens with exact spans: blank lines, lines, sentences, words, token
     windows; pieces packed up to ``L`` tokens, each chunk repeating up to ``O`` tokens of the previous
@@ -388,15 +386,6 @@ class RecursiveChunker(Chunker):
     formats = ("markdown", "rst", "plain")
 
     @staticmethod
-    def _paragraphs(text: str, start: int, end: int) -> list[Span]:
-        out = []
-        for m in _PARAGRAPH_RE.finditer(text, start, end):
-            s, e = trim(text, m.start(), min(m.end(), end))
-            if e > s:
-                out.append((s, e))
-        return out
-
-    @staticmethod
     def _words(text: str, start: int, end: int) -> list[Span]:
         return [(m.start(), m.end()) for m in re.compile(r"\S+").finditer(text, start, end)]
 
@@ -406,7 +395,7 @@ class RecursiveChunker(Chunker):
         fits = self._fits(layout, budget)
         overlap_budget = min(self.overlap, budget - 1)
         count = self.tokenizer.count
-        splitters = (self._paragraphs, lines_in, sentences_in, self._words)
+        splitters = (paragraphs_in, lines_in, sentences_in, self._words)
 
         def split(s: int, e: int, level: int) -> list[Span]:
             if fits(s, e):

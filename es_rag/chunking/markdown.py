@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 
 from es_rag.chunking.spans import Section as Section  # re-exported
-from es_rag.chunking.spans import Span, line_starts, lines_in, sentences_in, trim
+from es_rag.chunking.spans import Span, line_starts, lines_in, paragraphs_in, sentences_in, trim
 
 _FRONT_MATTER_RE = re.compile(
     r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE
@@ -137,11 +137,7 @@ def parse_plain(text: str) -> list[Section]:
     Args:
         text: Plain text source.
     """
-    blocks = []
-    for match in re.finditer(r"\S(?:.*?)(?=\n[ \t]*\n|\Z)", text, re.DOTALL):
-        s, e = trim(text, match.start(), match.end())
-        if e > s:
-            blocks.append((s, e))
+    blocks = paragraphs_in(text, 0, len(text))
     if not blocks:
         return []
     return [Section((), blocks[0][0], blocks[-1][1], tuple(blocks))]

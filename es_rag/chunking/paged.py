@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 from collections.abc import Sequence
 
-from es_rag.chunking.spans import Section, Span, lines_in, sentences_in, trim
+from es_rag.chunking.spans import Section, Span, lines_in, paragraphs_in, sentences_in
 
 Heading = tuple[int, int, str]
 """``(offset into the text, level (1 = top), title)``."""
 
-_PARAGRAPH_RE = re.compile(r"\S(?:.*?)(?=\n[ \t\f]*\n|\Z)", re.DOTALL)
 _SENTENCE_END = tuple(".!?:。！？")
 SHORT_LINE = 0.8
 """A line shorter than this share of its block's longest line, ending a sentence, ends a paragraph."""
@@ -80,7 +78,7 @@ class PagedLayout:
             if a in starts:
                 level, title = starts[a]
                 open_ = [h for h in open_ if h[0] < level] + [(level, title)]
-            blocks = self._blocks(a, b)
+            blocks = paragraphs_in(text, a, b)
             if a in starts and b < len(text) and len(blocks) == 1 and self._title_line(blocks[0], starts[a][1]):
                 continue  # a heading with no body of its own opens no section (as in Markdown)
             if blocks:
@@ -92,14 +90,6 @@ class PagedLayout:
         placed at a body line, when the outline's title is not on its page, keeps that line)."""
         line = self.text[block[0] : block[1]]
         return "\n" not in line and " ".join(title.split()).casefold() in " ".join(line.split()).casefold()
-
-    def _blocks(self, start: int, end: int) -> list[Span]:
-        out = []
-        for m in _PARAGRAPH_RE.finditer(self.text, start, end):
-            s, e = trim(self.text, m.start(), min(m.end(), end))
-            if e > s:
-                out.append((s, e))
-        return out
 
     def header(self, start: int, end: int) -> str:
         """No context is repeated before a span (extracted text has no table header rows to repeat).

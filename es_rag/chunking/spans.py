@@ -76,6 +76,25 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
+_PARAGRAPH_RE = re.compile(r"\S(?:.*?)(?=\n[ \t]*\n|\Z)", re.DOTALL)
+
+
+def paragraphs_in(text: str, start: int, end: int) -> list[Span]:
+    """Blank-line separated paragraphs of ``text[start:end]``, trimmed.
+
+    Args:
+        text: The source.
+        start: Start offset.
+        end: End offset.
+    """
+    out = []
+    for m in _PARAGRAPH_RE.finditer(text, start, end):
+        s, e = trim(text, m.start(), min(m.end(), end))
+        if e > s:
+            out.append((s, e))
+    return out
+
+
 def lines_in(text: str, start: int, end: int) -> list[Span]:
     """Non-blank lines of ``text[start:end]``, trimmed.
 

@@ -71,22 +71,19 @@ class EmbeddedVersionStore(RegistryOps):
             tenant_id: The tenant.
         """
         pages: dict[Pair, int] = {}
-        for d in self.backend._children.values():
-            if d.get("tenant_id") == tenant_id and d.get("page_end") is not None:
-                key = (str(d["source_id"]), str(d["source_version"]))
-                pages[key] = max(pages.get(key, 0), int(d["page_end"]))
 
-        def counts(docs: dict[str, dict[str, Any]]) -> dict[Pair, int]:
+        def counts(docs: dict[str, dict[str, Any]], *, with_pages: bool = False) -> dict[Pair, int]:
             out: dict[Pair, int] = {}
             for d in docs.values():
                 if d.get("tenant_id") == tenant_id:
                     key = (str(d["source_id"]), str(d["source_version"]))
                     out[key] = out.get(key, 0) + 1
+                    if with_pages and d.get("page_end") is not None:
+                        pages[key] = max(pages.get(key, 0), int(d["page_end"]))
             return out
 
-        return summarize_sources(
-            self.state(tenant_id), counts(self.backend._children), counts(self.backend._parents), pages
-        )
+        chunks = counts(self.backend._children, with_pages=True)
+        return summarize_sources(self.state(tenant_id), chunks, counts(self.backend._parents), pages)
 
     def source_paths(self, tenant_id: str) -> dict[str, set[str]]:
         """Where each of the tenant's sources was read from: ``source_id`` -> its chunks' ``source_path`` values.

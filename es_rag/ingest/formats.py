@@ -130,7 +130,7 @@ def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> So
             "markdown",
             extracted=True,
             title=office.title,
-            warnings=tuple(w.removeprefix(f"{name}: ") for w in office.warnings),
+            warnings=office.warnings,
         )
     return SourceText(decode_source(Path(name), data, encoding), fmt)
 

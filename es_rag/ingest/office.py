@@ -146,10 +146,11 @@ def extract_office(data: bytes, *, name: str, kind: str) -> OfficeText:
         raise
     except Exception as exc:  # a damaged package: zipfile, lxml, SAX, odfpy and python-docx errors alike
         raise InputError(name, kind, f"cannot be read as a {label}: {type(exc).__name__}: {exc}") from None
+    left_out = _warnings(counts)
     if not text:
-        left = f" (left out: {'; '.join(_warnings(counts))})" if _warnings(counts) else ""
+        left = f" (left out: {'; '.join(left_out)})" if left_out else ""
         raise InputError(name, "text", f"the document has no text{left}")
-    return OfficeText(name=name, text=text, title=title, warnings=_warnings(counts))
+    return OfficeText(name=name, text=text, title=title, warnings=left_out)
 
 
 def _read(data: bytes, name: str, kind: str, label: str, counts: Counter[str]) -> tuple[list[_Block], str | None]:

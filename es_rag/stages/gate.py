@@ -23,7 +23,6 @@ What the gate uses depends on what the ranking knows:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -188,13 +187,16 @@ def run(hits: Sequence[Hit], *, reranked: bool, calibration: Any, settings: Gate
         verdict = dense_gate(hits, settings.min_dense)
         if verdict is not None:
             return verdict
-        if hits and all(h.dense_score is None for h in hits):
-            floorless = dataclasses.replace(settings, min_dense=None)
-            out = run(hits, reranked=reranked, calibration=calibration, settings=floorless)
-            note = "gate_min_dense not applied: no candidate has a dense score (native fusion returns fused ones)"
-            out.info["basis"] = f"{out.info.get('basis', '')}; {note}"
-            out.info["min_dense"] = "not applied"
-            return out
+    out = _ranked_gate(hits, reranked=reranked, calibration=calibration, settings=settings)
+    if settings.min_dense is not None and hits and all(h.dense_score is None for h in hits):
+        note = "gate_min_dense not applied: no candidate has a dense score (native fusion returns fused ones)"
+        out.info["basis"] = f"{out.info.get('basis', '')}; {note}"
+        out.info["min_dense"] = "not applied"
+    return out
+
+
+def _ranked_gate(hits: Sequence[Hit], *, reranked: bool, calibration: Any, settings: GateSettings) -> StageOutput:
+    """:func:`run` after the dense floor: the reranked list's threshold, cliff and margin; the fused order's nothing."""
     if not reranked:
         return apply_gate(hits, None, threshold=None, cliff=None, margin=None, scale="fused")
     calibrated = calibration.method != "none"

@@ -987,7 +987,7 @@ class Searcher:
             if not hit:
                 return None
             return self._bm25_tokens(view, fld, hit, doc_id) if score_text else 1.0
-        if spec.type in ("integer", "long", "float", "double"):
+        if spec.type in NUMERIC_TYPES:
             try:
                 wanted = {float(t) for t in terms}
                 return 1.0 if any(float(v) in wanted for v in values) else None
@@ -1869,7 +1869,7 @@ def _range_matches(view: IndexView, doc: Mapping[str, Any], fld: str, ops: Mappi
     if spec.type == "date":
         limits = {op: _date_bound(b, op in ("gt", "lte"), now_ms) for op, b in bounds.items()}
         points = [_date_ms(v) for v in _flatten(_values(doc, fld))]
-    elif spec.type in ("integer", "long", "float", "double"):
+    elif spec.type in NUMERIC_TYPES:
         limits = {op: float(b) for op, b in bounds.items()}
         points = [float(v) for v in _flatten(_values(doc, fld))]
     elif spec.type == "keyword":
