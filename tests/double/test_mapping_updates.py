@@ -121,3 +121,29 @@ def test_a_get_with_source_includes_returns_only_those_fields() -> None:
     reason = answer["error"]["reason"]
     assert reason.startswith(f"request [/{path}] contains unrecognized parameter: [_source_include] -> did you mean")
     assert "_source_includes" in reason
+
+
+def test_asset_version_13_adds_the_page_fields_to_an_older_chunk_index() -> None:
+    """``setup`` over a chunk index of asset version 12: a PDF chunk's ``page_start`` is refused by its strict mapping
+    (``DocumentParser``: ``strict_dynamic_mapping_exception``) until ``added_fields_request`` adds the two integer
+    fields (``PUT <index>/_mapping``, ``MapperService.merge``; rest-api-spec ``indices.put_mapping/10_basic.yml``);
+    the same request naming them another type on an index that has them is refused as a type change."""
+    from es_rag.elasticsearch.assets import added_fields_request
+
+    cluster = StrictCluster()
+    body = {"mappings": {"dynamic": "strict", "properties": {"chunk_id": {"type": "keyword"}}}}
+    assert cluster.handle("PUT", f"/{S.chunk_index}", "", body, {})[0] == 200
+    doc = {"chunk_id": "c1", "page_start": 3, "page_end": 4}
+    status, answer = cluster.handle("PUT", f"/{S.chunk_index}/_doc/c1", "", doc, {})
+    assert status == 400 and answer["error"]["type"] == "strict_dynamic_mapping_exception"
+    update = added_fields_request(S, "chunks")
+    assert update.path == f"{S.chunk_index}/_mapping"
+    assert update.body == {"properties": {"page_start": {"type": "integer"}, "page_end": {"type": "integer"}}}
+    assert cluster.handle("PUT", f"/{update.path}", "", update.body, {}) == (200, {"acknowledged": True})
+    assert cluster.handle("PUT", f"/{S.chunk_index}/_doc/c1", "", doc, {})[0] in (200, 201)
+    wrong = {"properties": {"page_start": {"type": "keyword"}}}
+    status, answer = cluster.handle("PUT", f"/{update.path}", "", wrong, {})
+    assert (
+        status == 400
+        and answer["error"]["reason"] == "mapper [page_start] cannot be changed from type [integer] to [keyword]"
+    )
