@@ -9,7 +9,8 @@ Usage::
 Each question is searched with the defaults and no cross-encoder; its signals are the best dense (cosine) and the
 best BM25 score among the fused candidates. The script prints, per part, the ROC AUC of each signal for "answerable",
 then the abstention precision and recall on the test part of the threshold that maximises abstention F1 on the
-calibration part (abstain when the best score is below it). Nothing is trained; the test part chooses nothing.
+calibration part (abstain when the best score is below it), fitted as ``es-rag calibrate --gate-floor`` fits the
+dense one (:mod:`es_rag.evaluation.floor`). Nothing is trained; the test part chooses nothing.
 """
 
 from __future__ import annotations
@@ -22,33 +23,6 @@ from pathlib import Path
 SIGNALS = ("dense", "bm25")
 
 
-def auc(scores: Sequence[float], answerable: Sequence[bool]) -> float:
-    """ROC AUC of ``scores`` for ``answerable`` (ties count half)."""
-    pos = [s for s, a in zip(scores, answerable, strict=True) if a]
-    neg = [s for s, a in zip(scores, answerable, strict=True) if not a]
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
-
-
-def abstention(rows: Sequence[dict[str, float | bool]], key: str, threshold: float) -> tuple[float | None, float]:
-    """Precision and recall of abstaining when ``row[key] < threshold`` (None: no abstention)."""
-    abstained = [r for r in rows if float(r[key]) < threshold]
-    right = sum(not r["answerable"] for r in abstained)
-    unanswerable = sum(not r["answerable"] for r in rows)
-    return (right / len(abstained) if abstained else None), right / unanswerable
-
-
-def best_threshold(rows: Sequence[dict[str, float | bool]], key: str) -> float:
-    """The threshold of ``key`` with the highest abstention F1 on ``rows``."""
-    best, chosen = -1.0, 0.0
-    for t in sorted({float(r[key]) for r in rows}):
-        p, r = abstention(rows, key, t)
-        f1 = 2 * p * r / (p + r) if p and r else 0.0
-        if f1 > best:
-            best, chosen = f1, t
-    return chosen
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("split_dir", type=Path)
@@ -56,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     ap.add_argument("--tenant", default="t")
     args = ap.parse_args(argv)
     from es_rag.client import RagClient
+    from es_rag.evaluation.floor import abstention, auc, fit_threshold
     from es_rag.settings import Settings
 
     rows: dict[str, list[dict[str, float | bool]]] = {"calib": [], "test": []}
@@ -77,8 +52,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         flags = [bool(x["answerable"]) for x in r]
         report[f"{part}_auc"] = {k: round(auc([float(x[k]) for x in r], flags), 3) for k in SIGNALS}
     for key in SIGNALS:
-        t = best_threshold(rows["calib"], key)
-        p, rc = abstention(rows["test"], key, t)
+        calib, test = rows["calib"], rows["test"]
+        t = fit_threshold([float(x[key]) for x in calib], [bool(x["answerable"]) for x in calib])
+        p, rc, _ = abstention([float(x[key]) for x in test], [bool(x["answerable"]) for x in test], t)
         report[f"{key}_gate"] = {
             "threshold": round(t, 4),
             "test_precision": p and round(p, 3),

@@ -157,6 +157,38 @@ def test_calibrate_needs_somewhere_to_write(animals, capsys) -> None:  # type: i
     assert "--out: 'org/hub-model' is not a local directory" in capsys.readouterr().err
 
 
+def test_calibrate_gate_floor_writes_a_settings_file_eval_applies(  # type: ignore[no-untyped-def]
+    animals, tmp_path, capsys
+) -> None:
+    """``calibrate --gate-floor`` needs no cross-encoder: it fits ``gate_min_dense`` on the golden file's answerable
+    and unanswerable questions and writes a settings file; ``eval --settings FILE`` then abstains exactly as the fit
+    said (the fit counts with es_rag.evaluation.floor, the eval with the gate stage: two code paths, one answer)."""
+    opts, golden = animals
+    out = tmp_path / "gate.toml"
+    capsys.readouterr()
+    args = ["calibrate", "--golden", str(golden), "--gate-floor", "--tenant", "acme", "--out", str(out), "--json"]
+    assert main([*args, *opts]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["written"] == str(out)
+    assert (fit["answerable"], fit["unanswerable"]) == (2, 1)
+    assert f"gate_min_dense = {fit['threshold']}" in out.read_text(encoding="utf-8")
+    assert main(["eval", "--golden", str(golden), "--tenant", "acme", "--settings", str(out), "--json", *opts]) == 0
+    no_answer = json.loads(capsys.readouterr().out)["overall"]["no_answer"]
+    assert (no_answer["precision"], no_answer["recall"]) == (fit["precision"], fit["recall"])
+    assert no_answer["abstained"] >= 1  # three questions always leave a cut that abstains on the unanswerable one
+
+
+def test_calibrate_gate_floor_needs_both_kinds_of_question(animals, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    opts, golden = animals
+    answerable = tmp_path / "answerable.jsonl"
+    answerable.write_text("".join(ln + "\n" for ln in golden.read_text().splitlines() if '"gold": []' not in ln))
+    args = ["calibrate", "--golden", str(answerable), "--gate-floor", "--tenant", "acme", "--dry-run"]
+    assert main([*args, *opts]) != 0
+    assert 'add questions whose answer is not in the index ("gold": [])' in capsys.readouterr().err
+    assert main(["calibrate", "--dataset", str(tmp_path), "--gate-floor", *opts]) != 0
+    assert "give --golden FILE, not --dataset" in capsys.readouterr().err
+
+
 def test_sample_golden_set_matches_the_manifest(sample_dir: Path) -> None:
     manifest = json.loads((sample_dir / "manifest.json").read_text(encoding="utf-8"))
     golden = load_golden(sample_dir / "golden.jsonl")

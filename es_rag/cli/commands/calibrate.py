@@ -25,6 +25,8 @@ from es_rag.cli.options import (
 from es_rag.cli.render import print_json, progress
 from es_rag.errors import ConfigError
 
+FLOOR_FILE = "es_rag_gate.toml"
+"""Where ``--gate-floor`` writes its settings file by default."""
 HELP = "fit a cross-encoder's calibration (temperature, bias, no-answer threshold) on labelled queries"
 DESCRIPTION = (
     HELP + ". The model is --rerank-model; labels come from a BEIR folder's split (--dataset, indexed on the "
@@ -35,7 +37,10 @@ DESCRIPTION = (
     "the reranker's fusion with the fused order (es_rag_fusion.json: rrf or interpolate and the weight) and runs the "
     "safety check (es_rag_safety.json: nDCG@10 against the fused order with a paired bootstrap CI; a model marked "
     "hurts is not used by search). --split dev on a dataset without qrels/dev.tsv uses the training queries "
-    "train-reranker held out of training this model."
+    "train-reranker held out of training this model. With --gate-floor no cross-encoder is needed: it fits the "
+    "gate's dense floor (gate_min_dense: no answer when no candidate's kNN score reaches it) on a --golden file "
+    'holding questions whose answer is not in the index ("gold": []) beside answerable ones, and writes it as a '
+    "settings file (--out FILE, default es_rag_gate.toml) for --settings."
 )
 
 
@@ -64,10 +69,18 @@ def register(sub: Any) -> None:
     p.add_argument("--split", default="dev", help="qrels split of --dataset; test is refused (%(default)s)")
     p.add_argument("--max-queries", type=int, default=None, help="fit on the first N queries only")
     p.add_argument(
+        "--gate-floor",
+        action="store_true",
+        help="with --golden: fit the gate's dense floor (gate_min_dense) instead of a cross-encoder's calibration, "
+        'on answerable questions and questions whose answer is not in the index ("gold": []); writes a '
+        "settings file",
+    )
+    p.add_argument(
         "--out",
         metavar="DIR",
         default=None,
-        help="directory the calibration file is written to (default: --rerank-model when it is a directory)",
+        help="directory the calibration file is written to (default: --rerank-model when it is a directory); "
+        f"with --gate-floor: the settings file written (default {FLOOR_FILE})",
     )
     p.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
     add_json(p, "print the fit as JSON")
@@ -91,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.evaluation.rerank_safety import format_check
 
     settings = settings_from_args(args, presets=[bm25_preset(args)])
+    if args.gate_floor:
+        return _gate_floor(args, settings)
     model = settings.rerank.model
     if model is None:
         raise ConfigError("--rerank-model: calibrate needs a cross-encoder, not none")
@@ -123,18 +138,12 @@ def run(args: argparse.Namespace) -> int:
         print(format_check(check.fusion))
         print("written: " + ", ".join(str(p) for p in paths) if paths else "dry run: nothing written")
         return 0
-    from es_rag.wiring import build_backend, build_embedder
+    from es_rag.wiring import build_embedder
 
-    index_dir = existing_index_dir(args)
-    if index_dir is None:
-        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
-        backend.probe()
-    else:
-        backend = build_backend(settings, index_dir=index_dir)
     fit = calibrate_golden(
         args.golden,
         model,
-        backend=backend,
+        backend=_backend(args, settings),
         embedder=build_embedder(settings),
         settings=settings,
         tenant=args.tenant,
@@ -147,4 +156,47 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_fit(fit))
         print(f"written: {path}" if path else "dry run: nothing written")
+    return 0
+
+
+def _backend(args: argparse.Namespace, settings: Any) -> Any:
+    from es_rag.wiring import build_backend
+
+    index_dir = existing_index_dir(args)
+    if index_dir is None:
+        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+        backend.probe()
+        return backend
+    return build_backend(settings, index_dir=index_dir)
+
+
+def _gate_floor(args: argparse.Namespace, settings: Any) -> int:
+    """``calibrate --gate-floor``: fit ``gate_min_dense`` on a golden file and write it as a settings file."""
+    from es_rag.evaluation.floor import calibrate_floor, floor_file, format_floor
+    from es_rag.wiring import build_embedder
+
+    if not args.golden:
+        raise ConfigError("--gate-floor fits on your own questions: give --golden FILE, not --dataset")
+    out = Path(args.out or FLOOR_FILE)
+    if out.is_dir():
+        raise ConfigError(f"--out {out}: a folder; with --gate-floor give the settings file to write")
+    fit = calibrate_floor(
+        args.golden,
+        backend=_backend(args, settings),
+        embedder=build_embedder(settings),
+        settings=settings,
+        tenant=args.tenant,
+        groups=acl_groups(args.acl),
+        progress=progress(),
+    )
+    written = None
+    if not args.dry_run:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(floor_file(fit), encoding="utf-8")
+        written = str(out)
+    if args.json:
+        print_json({**fit.to_dict(), "written": written})
+    else:
+        print(format_floor(fit))
+        print(f"written: {written} (search, eval: --settings {written})" if written else "dry run: nothing written")
     return 0
