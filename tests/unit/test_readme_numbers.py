@@ -73,3 +73,42 @@ def test_the_answer_coverage_row_of_rag_ja_train_is_its_report() -> None:
     assert m is not None, "the rag-ja-train row"
     assert float(m.group(1)) == round(overall["answer_coverage"], 3)
     assert int(m.group(2).replace(",", "")) == round(overall["context_tokens"])
+
+
+RECIPE_ROWS = ("es_rag", "langchain", "langchain-k4", "llamaindex", "bm25")
+"""The rows of docs/evaluation.md's recipe tables, in table order."""
+
+
+def _recipe_tables() -> dict[str, list[list[str]]]:
+    """The recipe tables of docs/evaluation.md ("Beside the recipes"), by the set their header cell names."""
+    text = (ROOT / "docs/evaluation.md").read_text(encoding="utf-8")
+    section = text[text.index("### Beside the recipes users would otherwise pick") :]
+    section = section[: section.index("\n### ")]
+    tables: dict[str, list[list[str]]] = {}
+    for m in re.finditer(r"^\| (rag-[a-z]+-train) \| coverage \|[^\n]*\n\|[-|]+\|\n((?:\|[^\n]*\n)+)", section, re.M):
+        tables[m.group(1)] = [[c.strip() for c in ln.strip("|").split("|")] for ln in m.group(2).splitlines()]
+    return tables
+
+
+def test_the_recipe_tables_of_the_evaluation_doc_are_their_reports() -> None:
+    """Every number of docs/evaluation.md's recipe tables is its set's report, row by row (coverage, whole answers,
+    context tokens, duplicate rate, chunks stuffed, p50 latency, coverage / es_rag)."""
+    tables = _recipe_tables()
+    assert "rag-en-train" in tables
+    for name, rows in tables.items():
+        report = json.loads((ROOT / f"reports/{name}/result.json").read_text(encoding="utf-8"))["recipes"]
+        assert len(rows) == len(RECIPE_ROWS), name
+        for key, cells in zip(RECIPE_ROWS, rows, strict=True):
+            got = report["rows"][key]
+            numbers = [c.strip("*") for c in cells[1:]]
+            ratio = "1" if key == "es_rag" else f"{report['ratio_to_es_rag'][key]['answer_coverage']:.3f}"
+            expected = [
+                f"{got['answer_coverage']:.4f}",
+                f"{got['answer_whole']:.4f}",
+                f"{round(got['context_tokens'])}",
+                f"{got['duplicate_token_rate']:.4f}",
+                f"{got['chunks_stuffed']:.1f}",
+                f"{got['latency_p50_ms']:.1f}",
+                ratio,
+            ]
+            assert numbers == expected, (name, key)
