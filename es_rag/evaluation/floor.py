@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from es_rag.errors import ConfigError, EsRagError
+from es_rag.errors import ConfigError
 from es_rag.settings import Settings
 
 
@@ -40,6 +40,8 @@ class FloorFit:
     unanswerable: int
     answerable_abstained: int
     """Answerable questions under the floor: they lose their context."""
+    without_dense: int
+    """Questions left out of the fit: no candidate had a dense score (the floor does not apply to them either)."""
     embedding_model: str
     golden: str
 
@@ -55,8 +57,8 @@ def auc(scores: Sequence[float], positive: Sequence[bool]) -> float:
         scores: One score per item.
         positive: Whether each item is positive.
     """
-    pos = sorted(s for s, p in zip(scores, positive, strict=True) if p)
-    neg = sorted(s for s, p in zip(scores, positive, strict=True) if not p)
+    pos = [s for s, p in zip(scores, positive, strict=True) if p]
+    neg = [s for s, p in zip(scores, positive, strict=True) if not p]
     if not pos or not neg:
         raise ValueError("AUC needs positive and negative items")
     wins = 0.0
@@ -136,7 +138,8 @@ def calibrate_floor(
         progress: Progress bar.
 
     Raises:
-        ConfigError: The file lacks one of the two kinds of question, or no search returned a dense score.
+        ConfigError: The file lacks one of the two kinds of question, or only one kind got a dense score (native
+            fusion returns none: the floor needs ``fusion_path client``).
     """
     from es_rag.evaluation.golden import load_golden, question_filter
     from es_rag.wiring import build_pipeline
@@ -159,13 +162,12 @@ def calibrate_floor(
             continue
         best.append(score)
         answerable.append(bool(q.gold))
-    if not best:
-        raise EsRagError(
-            "--gate-floor: no search returned a dense score; the floor needs the channel scores of client-side "
-            "fusion (fusion_mode client), and a dense channel"
-        )
     if all(answerable) or not any(answerable):
-        raise ConfigError(f"--gate-floor: only one kind of question got a dense score in {golden}")
+        raise ConfigError(
+            f"--gate-floor: {len(questions) - len(best)} of {len(questions)} questions got no dense score, and the "
+            "rest are of one kind; the floor reads the channel scores of client-side fusion (--fusion-path client, "
+            "also when you search) and needs a dense channel"
+        )
     threshold = fit_threshold(best, answerable)
     p, r, lost = abstention(best, answerable, threshold)
     return FloorFit(
@@ -176,6 +178,7 @@ def calibrate_floor(
         answerable=sum(answerable),
         unanswerable=len(answerable) - sum(answerable),
         answerable_abstained=lost,
+        without_dense=len(questions) - len(best),
         embedding_model=settings.encoder.model,
         golden=str(golden),
     )
@@ -216,6 +219,11 @@ def format_floor(fit: FloorFit) -> str:
             f"ROC AUC {fit.auc:.4f}",
             f"abstention on these questions: precision {precision}, recall {fit.recall:.4f}; "
             f"{fit.answerable_abstained} answerable questions under the floor lose their context",
+            *(
+                [f"{fit.without_dense} questions left out: no candidate had a dense score (the floor skips them too)"]
+                if fit.without_dense
+                else []
+            ),
             "measure it on other questions (es-rag eval --golden ... --settings FILE) before you rely on it",
         ]
     )

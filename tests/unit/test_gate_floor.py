@@ -61,6 +61,7 @@ def test_the_floor_file_is_a_settings_file_that_reads_back() -> None:
         answerable=237,
         unanswerable=117,
         answerable_abstained=20,
+        without_dense=3,
         embedding_model="sentence-transformers/all-MiniLM-L6-v2",
         golden="calib.jsonl",
     )
@@ -69,5 +70,25 @@ def test_the_floor_file_is_a_settings_file_that_reads_back() -> None:
     assert "all-MiniLM-L6-v2" in text and "117 unanswerable" in text  # provenance in the header
     shown = format_floor(fit)
     assert "gate_min_dense 0.7254" in shown and "20 answerable questions" in shown
+    assert "3 questions left out: no candidate had a dense score" in shown
     with pytest.raises(ConfigError):
         parse_settings({"gate": {"gate_min_dense": -1.0}}, where="floor")  # the settings refuse a floor <= 0
+
+
+def test_a_fit_without_dense_scores_says_what_it_needs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Native fusion returns fused scores only: every question lacks a dense score, and the fit says to search with
+    client-side fusion instead of fitting nothing."""
+    import json
+
+    import es_rag.wiring
+    from es_rag.evaluation.floor import calibrate_floor
+    from es_rag.settings import Settings
+
+    golden = tmp_path / "g.jsonl"
+    rows = [{"id": "a", "question": "q1", "gold": ["a.md"]}, {"id": "b", "question": "q2", "gold": []}]
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    native = SimpleNamespace(stage_hits={"retrieved": [SimpleNamespace(dense_score=None)]}, candidates=[])
+    fake = SimpleNamespace(search=lambda question, flt: native)
+    monkeypatch.setattr(es_rag.wiring, "build_pipeline", lambda settings, backend, embedder: fake)
+    with pytest.raises(ConfigError, match=r"2 of 2 questions got no dense score.*--fusion-path client"):
+        calibrate_floor(golden, backend=None, embedder=None, settings=Settings(), tenant="t")
