@@ -264,7 +264,8 @@ class GateSettings(Group):
         metavar="SCORE|off",
         help="no-answer from retrieval alone: no sufficient evidence when no candidate's dense (kNN) score reaches "
         "this (Elasticsearch's score scale, e.g. (1 + cosine) / 2; fit it on your own questions with "
-        "es-rag calibrate --gate-floor; docs/evaluation.md). Off by default: it costs answerable questions their context",
+        "es-rag calibrate --gate-floor; docs/evaluation.md). Off by default: it costs answerable questions their "
+        "context",
     )
 
     def __post_init__(self) -> None:

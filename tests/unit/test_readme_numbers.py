@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
@@ -44,17 +46,18 @@ def test_the_beir_multifield_line_is_its_report() -> None:
     assert (float(m.group(1)), float(m.group(2))) == (stages["bm25"]["ndcg@10"], stages["hybrid"]["ndcg@10"])
 
 
-def test_the_answer_coverage_row_of_rag_en_train_is_its_report() -> None:
+@pytest.mark.parametrize("name", ["rag-en-train", "rag-ja-train"])
+def test_the_answer_coverage_rows_are_their_reports(name: str) -> None:
     section = _measured()
-    report = "reports/rag-en-train/result.json"
+    report = f"reports/{name}/result.json"
     assert report in section and "--recipes all" in " ".join(section.split())
     rows = json.loads((ROOT / report).read_text(encoding="utf-8"))["recipes"]["rows"]
     pattern = (
-        r"^\| rag-en-train [^|]*\| \*\*([0-9.]+)\*\* \(([0-9,]+) tokens\) \| ([0-9.]+) \(([0-9,]+) tokens\) "
+        rf"^\| {name} [^|]*\| \*\*([0-9.]+)\*\* \(([0-9,]+) tokens\) \| ([0-9.]+) \(([0-9,]+) tokens\) "
         r"\| ([0-9.]+) \| ([0-9.]+) \|$"
     )
     m = re.search(pattern, section, re.M)
-    assert m is not None, "the rag-en-train row"
+    assert m is not None, f"the {name} row"
     es, es_tokens, lc, lc_tokens, li, bm = m.groups()
     assert float(es) == round(rows["es_rag"]["answer_coverage"], 3)
     assert int(es_tokens.replace(",", "")) == round(rows["es_rag"]["context_tokens"])
@@ -64,17 +67,8 @@ def test_the_answer_coverage_row_of_rag_en_train_is_its_report() -> None:
     assert float(bm) == round(rows["bm25"]["answer_coverage"], 3)
 
 
-def test_the_answer_coverage_row_of_rag_ja_train_is_its_report() -> None:
-    section = _measured()
-    report = "reports/rag-ja-train/result.json"
-    assert report in section
-    overall = json.loads((ROOT / report).read_text(encoding="utf-8"))["overall"]
-    m = re.search(r"^\| rag-ja-train [^|]*\| \*\*([0-9.]+)\*\* \(([0-9,]+) tokens\) \|", section, re.M)
-    assert m is not None, "the rag-ja-train row"
-    assert float(m.group(1)) == round(overall["answer_coverage"], 3)
-    assert int(m.group(2).replace(",", "")) == round(overall["context_tokens"])
-
-
+NAMES = ("rag-en-train", "rag-ja-train")
+"""The answer-coverage sets with a report."""
 RECIPE_ROWS = ("es_rag", "langchain", "langchain-k4", "llamaindex", "bm25")
 """The rows of docs/evaluation.md's recipe tables, in table order."""
 
@@ -94,7 +88,7 @@ def test_the_recipe_tables_of_the_evaluation_doc_are_their_reports() -> None:
     """Every number of docs/evaluation.md's recipe tables is its set's report, row by row (coverage, whole answers,
     context tokens, duplicate rate, chunks stuffed, p50 latency, coverage / es_rag)."""
     tables = _recipe_tables()
-    assert "rag-en-train" in tables
+    assert set(tables) == {"rag-en-train", "rag-ja-train"}
     for name, rows in tables.items():
         report = json.loads((ROOT / f"reports/{name}/result.json").read_text(encoding="utf-8"))["recipes"]
         assert len(rows) == len(RECIPE_ROWS), name
@@ -112,3 +106,24 @@ def test_the_recipe_tables_of_the_evaluation_doc_are_their_reports() -> None:
                 ratio,
             ]
             assert numbers == expected, (name, key)
+
+
+def test_the_coverage_tables_of_the_evaluation_doc_are_their_reports() -> None:
+    """docs/evaluation.md's "With the product defaults" table (coverage per stage, whole answers, tokens, duplicates)
+    and its budget curve are the two reports."""
+    text = (ROOT / "docs/evaluation.md").read_text(encoding="utf-8")
+    section = text[text.index("### With the product defaults, 1,500 tokens") : text.index("At 3,000 tokens")]
+    reports = {n: json.loads((ROOT / f"reports/{n}/result.json").read_text(encoding="utf-8")) for n in NAMES}
+    for name, report in reports.items():
+        o = report["overall"]
+        by = o["coverage_by_stage"]
+        cells = [f"{by[s]['coverage']:.4f}" for s in ("retrieved", "reranked", "selected")]
+        cells += [f"**{o['answer_coverage']:.4f}**", f"{o['answer_whole']:.4f}", f"{round(o['context_tokens'])}"]
+        cells.append(f"{o['duplicate_token_rate']:.4f}")
+        assert re.search(rf"^\| {name} \([^)]*\) \| " + re.escape(" | ".join(cells)) + r" \|$", section, re.M), name
+    for point in zip(*(r["budget_curve"] for r in reports.values()), strict=True):
+        budget = point[0]["budget"]
+        cells = [f"{budget:,}"]
+        for p in point:
+            cells += [f"{p['answer_coverage']:.4f}", f"{p['answer_whole']:.4f}", f"{round(p['context_tokens'])}"]
+        assert f"| {' | '.join(cells)} |" in section, budget
