@@ -165,6 +165,24 @@ def connect(args: argparse.Namespace, settings: Settings) -> Any:
     return ElasticsearchBackend.connect(getattr(args, "es", None), settings, **connection_kwargs(args))
 
 
+def reading_backend(args: argparse.Namespace, settings: Settings, index_dir: str | None) -> Any:
+    """The backend a reading command searches: the cluster the arguments name, probed (one that is down or refuses
+    us fails here, before a model is loaded), or the embedded index in ``index_dir``.
+
+    Args:
+        args: Parsed arguments of a command with :func:`add_target`.
+        settings: Settings.
+        index_dir: :func:`existing_index_dir` of ``args`` (None on a cluster).
+    """
+    from es_rag.wiring import build_backend
+
+    if index_dir is not None:
+        return build_backend(settings, index_dir=index_dir)
+    backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
+    backend.probe()
+    return backend
+
+
 def acl_groups(values: Sequence[Sequence[str]] | None) -> tuple[str, ...]:
     """The ``--acl`` values (comma lists, possibly repeated) as one tuple, in order, without repeats.
 

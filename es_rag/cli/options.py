@@ -72,6 +72,9 @@ from es_rag.cli.flags import (
     owner_acl as owner_acl,
 )
 from es_rag.cli.flags import (
+    reading_backend as reading_backend,
+)
+from es_rag.cli.flags import (
     search_filter as search_filter,
 )
 from es_rag.cli.flags import (

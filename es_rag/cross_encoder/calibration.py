@@ -21,7 +21,7 @@ Brier score and expected calibration error (10 equal-width bins) are reported be
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -166,13 +166,28 @@ def choose_threshold(best: Sequence[float], answerable: Sequence[bool]) -> float
     """
     if all(answerable) or not any(answerable):
         return None
-    values = sorted({0.0, 1.0, *best})
-    candidates = [(lo + hi) / 2 for lo, hi in pairwise(values)]
-    chosen, top = candidates[0], -1.0
-    for t in candidates:
-        acc = no_answer_accuracy(best, answerable, t)
-        if acc > top:
-            chosen, top = t, acc
+    return best_midpoint(best, lambda t: no_answer_accuracy(best, answerable, t), bounds=(0.0, 1.0))
+
+
+def best_midpoint(
+    scores: Sequence[float], criterion: Callable[[float], float], *, bounds: Sequence[float] = ()
+) -> float:
+    """The threshold with the highest ``criterion``, among the midpoints between neighbouring distinct values of
+    ``scores`` and ``bounds`` (so no score sits on the threshold), ties to the lowest; the value itself when there is
+    only one.
+
+    Args:
+        scores: The scores a threshold separates.
+        criterion: The quality of a threshold (higher is better, never negative).
+        bounds: Values the midpoints also run to (0 and 1 for probabilities).
+    """
+    values = sorted({*bounds, *scores})
+    cuts = [(lo + hi) / 2 for lo, hi in pairwise(values)] or values
+    chosen, top = cuts[0], -1.0
+    for cut in cuts:
+        quality = criterion(cut)
+        if quality > top:
+            chosen, top = cut, quality
     return chosen
 
 

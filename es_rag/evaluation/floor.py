@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from es_rag.cross_encoder.calibration import best_midpoint
 from es_rag.errors import ConfigError
 from es_rag.settings import Settings
 
@@ -92,15 +92,12 @@ def fit_threshold(best: Sequence[float], answerable: Sequence[bool]) -> float:
         best: Each question's best dense score.
         answerable: Whether each question's answer is in the index.
     """
-    values = sorted(set(best))
-    cuts = [(a + b) / 2 for a, b in pairwise(values)] or values
-    chosen, top = cuts[0], -1.0
-    for cut in cuts:
+
+    def f1(cut: float) -> float:
         p, r, _ = abstention(best, answerable, cut)
-        f1 = 2 * p * r / (p + r) if p and r else 0.0
-        if f1 > top:
-            chosen, top = cut, f1
-    return chosen
+        return 2 * p * r / (p + r) if p and r else 0.0
+
+    return best_midpoint(best, f1)
 
 
 def best_dense(result: Any) -> float | None:

@@ -17,8 +17,8 @@ from es_rag.cli.options import (
     add_settings,
     add_target,
     bm25_preset,
-    connection_kwargs,
     existing_index_dir,
+    reading_backend,
     settings_from_args,
     uses_cluster,
 )
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     fit = calibrate_golden(
         args.golden,
         model,
-        backend=_backend(args, settings),
+        backend=reading_backend(args, settings, existing_index_dir(args)),
         embedder=build_embedder(settings),
         settings=settings,
         tenant=args.tenant,
@@ -159,17 +159,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _backend(args: argparse.Namespace, settings: Any) -> Any:
-    from es_rag.wiring import build_backend
-
-    index_dir = existing_index_dir(args)
-    if index_dir is None:
-        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
-        backend.probe()
-        return backend
-    return build_backend(settings, index_dir=index_dir)
-
-
 def _gate_floor(args: argparse.Namespace, settings: Any) -> int:
     """``calibrate --gate-floor``: fit ``gate_min_dense`` on a golden file and write it as a settings file."""
     from es_rag.evaluation.floor import calibrate_floor, floor_file, format_floor
@@ -182,7 +171,7 @@ def _gate_floor(args: argparse.Namespace, settings: Any) -> int:
         raise ConfigError(f"--out {out}: a folder; with --gate-floor give the settings file to write")
     fit = calibrate_floor(
         args.golden,
-        backend=_backend(args, settings),
+        backend=reading_backend(args, settings, existing_index_dir(args)),
         embedder=build_embedder(settings),
         settings=settings,
         tenant=args.tenant,

@@ -17,10 +17,10 @@ from es_rag.cli.options import (
     add_target,
     bm25_preset,
     connect,
-    connection_kwargs,
     existing_index_dir,
     given_settings,
     mmr_preset,
+    reading_backend,
     settings_from_args,
     uses_cluster,
 )
@@ -290,7 +290,7 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
 
     from es_rag.evaluation.golden import load_golden
     from es_rag.evaluation.golden_eval import evaluate_golden, format_golden
-    from es_rag.wiring import build_backend, build_embedder, build_pipeline
+    from es_rag.wiring import build_embedder, build_pipeline
 
     for flag, given in (("--ablate", args.ablate), ("--report", args.report), ("--unit", args.unit != "document")):
         if given:
@@ -315,11 +315,7 @@ def run_golden(args: argparse.Namespace, settings: Any) -> int:
         settings.replace(**change)  # and a value the settings refuse (context_k above rerank_k)
     questions = load_golden(args.golden)  # a bad line fails before a model or index is opened
     index_dir = existing_index_dir(args)
-    if index_dir is None:
-        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
-        backend.probe()
-    else:
-        backend = build_backend(settings, index_dir=index_dir)
+    backend = reading_backend(args, settings, index_dir)
     from es_rag.evaluation.evidence import memoised
 
     # one memo for the run, the coverage curve, the variants and the recipes: a question is embedded and searched once

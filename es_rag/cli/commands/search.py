@@ -13,10 +13,10 @@ from es_rag.cli.options import (
     add_principal,
     add_settings,
     add_target,
-    connection_kwargs,
     existing_index_dir,
     mmr_preset,
     non_empty_query,
+    reading_backend,
     search_filter,
     settings_from_args,
 )
@@ -47,18 +47,15 @@ def run(args: argparse.Namespace) -> int:
     Args:
         args: Parsed arguments.
     """
-    from es_rag.wiring import build_backend, build_embedder, build_pipeline, cluster_settings, index_settings
+    from es_rag.wiring import build_embedder, build_pipeline, cluster_settings, index_settings
 
     settings = settings_from_args(args, presets=[mmr_preset(args)])
     flt = search_filter(args, settings)
     index_dir = existing_index_dir(args)
     settings = index_settings(settings, index_dir)  # the index's own embedding model unless one was given
+    backend = reading_backend(args, settings, index_dir)
     if index_dir is None:
-        backend = build_backend(settings, es_url=args.es, **connection_kwargs(args))
-        backend.probe()  # a cluster that is down or refuses us fails here, before a model is loaded
         settings = cluster_settings(settings, backend)  # the index's own embedding model unless one was given
-    else:
-        backend = build_backend(settings, index_dir=index_dir)
     embedder = build_embedder(settings)
     result = build_pipeline(settings, backend, embedder).search(args.query, flt)
     if args.json:
