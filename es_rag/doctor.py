@@ -15,9 +15,14 @@ def model_source(name: str) -> str:
     Args:
         name: Hub name or local folder.
     """
+    from es_rag.cross_encoder.shipped import SHIPPED_EN, shipped_path
     from es_rag.encoders.embedder import resolve_model_path
     from es_rag.encoders.hub import hub_reachable
+    from es_rag.settings.base import DEFAULT_RERANKER_MODEL
 
+    shipped = shipped_path(name)
+    if shipped is not None:
+        return f"shipped with es_rag: {shipped}"
     path, version = resolve_model_path(name)
     if version.startswith("local:"):
         return f"local folder {path}"
@@ -31,7 +36,10 @@ def model_source(name: str) -> str:
         cached = None
     if isinstance(cached, str):
         return "model hub cache on this machine"
-    return "model hub: " + ("reachable, not cached yet" if hub_reachable() else "unreachable and not cached here")
+    if hub_reachable():
+        return "model hub: reachable, not cached yet"
+    instead = f"; the shipped {SHIPPED_EN} reranks in its place" if name == DEFAULT_RERANKER_MODEL else ""
+    return f"model hub: unreachable and not cached here{instead}"
 
 
 def local_doctor(settings: Settings, *, load_models: bool = False) -> dict[str, Any]:
@@ -89,6 +97,8 @@ def _load(settings: Settings, out: dict[str, Any]) -> None:
         )
         try:
             rr.warm_up()
-            out["reranker"].update(device=rr.device_plan.describe(), status="ok")
+            out["reranker"].update(device=rr.device_plan.describe(), backend=rr.backend, status="ok")
+            if rr.substituted:
+                out["reranker"].update(model=rr.name, status=f"ok: the shipped model, {rr.substituted}")
         except (ModelLoadError, ConfigError) as exc:
             out["reranker"]["status"] = f"unavailable -> fused order fallback: {exc}"

@@ -412,7 +412,12 @@ class RagPipeline:
             if ret.es_reranker is not None:
                 ranked = self._record(st, es_reranked(ret.es_reranker, deduped.hits), trace)
             else:
-                ranked = yield Model(functools.partial(self.rerank_stage.run, query, deduped.hits))
+                language = (
+                    None
+                    if self.settings.encoder.fit_check is DenseFitCheck.OFF
+                    else bm25_route(query, self.settings).language.code
+                )
+                ranked = yield Model(functools.partial(self.rerank_stage.run, query, deduped.hits, language=language))
                 why = ret.es_rerank_fallback
                 if why is None and s.rerank.inference_id is not None:
                     why = f"the {self.backend.name} backend has no text_similarity_reranker"

@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors and --help/--version exit through argparse
         return int(exc.code or 0)
     _target_from_environment(args)
+    args.command_line = ["es-rag", *(sys.argv[1:] if argv is None else argv)]  # what a model card records
     try:
         return int(COMMANDS[args.command].run(args))
     except ClusterError as exc:

@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,18 +25,26 @@ from typing import Any
 
 import numpy as np
 
+from es_rag.cross_encoder.calibrated import CALIBRATION_FILE as CALIBRATION_FILE
+from es_rag.cross_encoder.calibrated import Calibration as Calibration
+from es_rag.cross_encoder.calibrated import load_calibration as load_calibration
+from es_rag.cross_encoder.shipped import (
+    MODEL_FILE,
+    SHIPPED_EN,
+    OnnxOnlyModel,
+    is_onnx_only,
+    resolve_reranker_name,
+    shipped_path,
+)
 from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
 from es_rag.encoders.tokenizer import tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.records import Hit, is_content_digest
 from es_rag.settings import Settings
+from es_rag.settings.base import DEFAULT_RERANKER_MODEL
 
 RANKING_TEXT_VERSION = "rt-4"
-CALIBRATION_FILE = "es_rag_calibration.json"
-"""Optional file in a cross-encoder directory: ``{"temperature": T, "bias": b, "threshold": t}`` fitted
-for that model (e.g. by ``es-rag train-reranker`` on a dev split). Settings override its values."""
-
 _JSONISH_RE = re.compile(r"^\s*[\[{]")
 
 
@@ -72,94 +78,6 @@ def ranking_text(hit: Hit, *, document_type: str | None = None) -> tuple[str, st
         lines.append(f"Version: {hit.source_version}")
     lines.append("Content:")
     return "\n".join(lines) + "\n", hit.display_text
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Maps raw cross-encoder scores to calibrated relevance: ``sigmoid((raw - bias) / temperature)``.
-
-    Args:
-        method: ``sigmoid`` or ``none`` (calibrated = None: nothing absolute is claimed).
-        temperature: Divides the shifted logit (> 0).
-        bias: Subtracted from the logit.
-        threshold: Calibrated relevance a hit needs to count as evidence; None = no absolute threshold.
-        source: Where the values came from (``settings``, the calibration file, ``default``).
-    """
-
-    method: str = "sigmoid"
-    temperature: float = 1.0
-    bias: float = 0.0
-    threshold: float | None = None
-    source: str = "default"
-
-    def __post_init__(self) -> None:
-        if self.method not in ("sigmoid", "none"):
-            raise ConfigError(f"calibration method: invalid value {self.method!r}; valid values: sigmoid, none")
-        if not self.temperature > 0:
-            raise ConfigError(f"calibration temperature: must be > 0, got {self.temperature}")
-        if self.threshold is not None and self.method == "none":
-            raise ConfigError("calibration threshold: needs a calibration method (sigmoid), not 'none'")
-
-    def apply(self, raw: float) -> float | None:
-        """Calibrated relevance of one raw score (None with method ``none``).
-
-        Args:
-            raw: Raw model score (logit).
-        """
-        if self.method == "none":
-            return None
-        z = (raw - self.bias) / self.temperature
-        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form for the trace."""
-        return {
-            "method": self.method,
-            "temperature": self.temperature,
-            "bias": self.bias,
-            "threshold": self.threshold,
-            "source": self.source,
-        }
-
-
-def load_calibration(
-    model_dir: str | Path | None,
-    *,
-    method: str = "sigmoid",
-    temperature: float | None = None,
-    bias: float | None = None,
-    threshold: float | None = None,
-) -> Calibration:
-    """Calibration from explicit values, falling back to ``es_rag_calibration.json`` in the model dir.
-
-    Args:
-        model_dir: Cross-encoder directory (None or a hub name: no file is read).
-        method: ``sigmoid`` or ``none``.
-        temperature: Explicit temperature (wins over the file).
-        bias: Explicit bias (wins over the file).
-        threshold: Explicit threshold (wins over the file).
-
-    Raises:
-        ConfigError: On an unreadable calibration file or invalid values.
-    """
-    stored: dict[str, Any] = {}
-    path = Path(model_dir) / CALIBRATION_FILE if model_dir is not None else None
-    if path is not None and path.is_file():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path}: unreadable calibration file: {exc}") from exc
-    explicit = temperature is not None or bias is not None or threshold is not None
-    source = "settings" if explicit else (str(path) if stored else "default")
-    if method == "none":
-        return Calibration(method="none", source=source)
-    return Calibration(
-        method=method,
-        temperature=float(temperature if temperature is not None else stored.get("temperature", 1.0)),
-        bias=float(bias if bias is not None else stored.get("bias", 0.0)),
-        threshold=threshold if threshold is not None else stored.get("threshold"),
-        source=source,
-    )
 
 
 @dataclass(frozen=True)
@@ -286,6 +204,11 @@ class CrossEncoderReranker:
             raise ConfigError(f"backend: invalid value {backend!r}; valid values: auto, torch, int8, onnx")
         aggregate([0.0], aggregation, top_m)  # validates the aggregation name
         self.name = model
+        """The model in use: as configured, or :data:`~.shipped.SHIPPED_EN` after the configured default could not
+        be loaded (:attr:`substituted` says why)."""
+        self.configured = model
+        self.substituted: str | None = None
+        """Why the shipped model replaced the configured one (None: it did not)."""
         self.batch_size = batch_size
         self.max_length = max_length
         self.requested_device = device
@@ -328,10 +251,13 @@ class CrossEncoderReranker:
     @property
     def device_plan(self) -> DevicePlan:
         """The resolved device and precision (resolved once, without loading the model). The int8 and onnx
-        backends run on the CPU: ``auto`` resolves to ``cpu`` for them, and an explicit accelerator is an error."""
+        backends run on the CPU: ``auto`` resolves to ``cpu`` for them, and an explicit accelerator is an error; a
+        model that ships as ONNX only (:func:`~.shipped.is_onnx_only`) runs on the CPU whatever was asked."""
         if self._plan is None:
             requested = self.requested_device
-            if self.requested_backend in ("int8", "onnx"):
+            if self.model_dir is not None and is_onnx_only(self.model_dir):
+                requested = "cpu"  # a shipped model (ONNX only) runs on the CPU whatever the embedder's device
+            elif self.requested_backend in ("int8", "onnx"):
                 if str(requested).lower() not in ("auto", "cpu"):
                     raise ConfigError(
                         f"rerank_backend {self.requested_backend}: runs on the CPU, not {requested!r}; use --device cpu"
@@ -343,9 +269,23 @@ class CrossEncoderReranker:
     @property
     def backend(self) -> str:
         """The runtime: the requested one, or for ``auto`` ``int8`` on the CPU and ``torch`` on an accelerator."""
+        if self.model_dir is not None and is_onnx_only(self.model_dir):
+            return "onnx"  # a shipped model has no torch weights
         if self.requested_backend == "auto":
             return "int8" if self.device_plan.device == "cpu" else "torch"
         return self.requested_backend
+
+    @property
+    def model_dir(self) -> str | None:
+        """The local directory of the model in use (a shipped model's folder too), or None for a hub name."""
+        path = resolve_reranker_name(self.name)
+        return path if Path(path).is_dir() else None
+
+    @property
+    def may_substitute(self) -> bool:
+        """True while the configured model is the default hub model and has not been loaded: loading it may put the
+        shipped model in its place (:meth:`warm_up`)."""
+        return self._model is None and self.configured == DEFAULT_RERANKER_MODEL and self.substituted is None
 
     @property
     def device(self) -> str:
@@ -394,6 +334,20 @@ class CrossEncoderReranker:
         if self._model is not None:
             return
         try:
+            self._load()
+        except ModelLoadError as exc:
+            shipped = shipped_path(SHIPPED_EN)
+            if self.configured != DEFAULT_RERANKER_MODEL or shipped is None or not is_onnx_only(shipped):
+                raise
+            self.name, self._plan, self._version = SHIPPED_EN, None, None
+            self.substituted = f"in place of {self.configured}, which cannot be loaded: {exc}"
+            self._load()
+
+    def _load(self) -> None:
+        if self.model_dir is not None and is_onnx_only(self.model_dir):
+            self._load_onnx_only(self.model_dir)
+            return
+        try:
             import sentence_transformers  # noqa: F401
         except ImportError as exc:  # pragma: no cover - core dependency
             raise ModelLoadError("sentence-transformers is not installed: pip install es-rag") from exc
@@ -424,6 +378,17 @@ class CrossEncoderReranker:
         except Exception as exc:
             raise ModelLoadError(f"cannot load cross-encoder {self.name!r}: {type(exc).__name__}: {exc}") from exc
 
+    def _load_onnx_only(self, folder: str) -> None:
+        """A shipped model: its tokenizer and config, and an onnxruntime session over its ``model.onnx``."""
+        from es_rag.cross_encoder.onnx_export import OnnxScorer
+        from es_rag.encoders.threads import configure_torch_threads
+
+        threads = configure_torch_threads()
+        model = OnnxOnlyModel(folder, max_length=self.max_length)
+        self._onnx = OnnxScorer(Path(folder) / MODEL_FILE, threads=threads)
+        self.onnx_path = self._onnx.path
+        self._model = model
+
     @property
     def model(self) -> Any:
         """The loaded CrossEncoder."""
@@ -436,7 +401,7 @@ class CrossEncoderReranker:
         left out), or a hub commit hash; plus the backend (results of int8 and fp32 models must not share a cache)."""
         if self._version is None:
             digest = hashlib.sha256()
-            path = Path(self.name)
+            path = Path(resolve_reranker_name(self.name))
             if path.is_dir():
                 for f in sorted(path.rglob("*")):
                     if f.is_file() and f.relative_to(path).parts[0] != "onnx":  # exports of these weights
@@ -448,6 +413,13 @@ class CrossEncoderReranker:
             fp16 = "+fp16" if self.device_plan.precision == "fp16" else ""  # fp16 scores differ in the last bits
             self._version = f"{digest.hexdigest()[:16]}+{self.backend}{fp16}"
         return self._version
+
+    def tokenizer(self) -> Any:
+        """The model's tokenizer as es_rag's :class:`~es_rag.encoders.tokenizer.HFTokenizer` (what the language fit
+        check reads, :func:`es_rag.encoders.fit.language_misfit`)."""
+        from es_rag.encoders.tokenizer import HFTokenizer
+
+        return HFTokenizer(self.model.tokenizer, name=self.name, max_tokens=None)
 
     def limit(self) -> int:
         """Token limit of one (query, passage) pair, special tokens included."""

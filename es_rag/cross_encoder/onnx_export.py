@@ -230,8 +230,10 @@ class OnnxScorer:
     """
 
     def __init__(self, path: str | Path, *, threads: int | None = None) -> None:
-        require_onnx()
-        import onnxruntime as ort
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:  # a core dependency; only a broken install lacks it
+            raise ModelLoadError("the onnx reranker backend needs onnxruntime: pip install onnxruntime") from exc
 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -23,6 +23,7 @@ from es_rag.cross_encoder.model import (
     ranking_text,
 )
 from es_rag.cross_encoder.result_cache import ResultCache, cache_key
+from es_rag.encoders.fit import language_misfit
 from es_rag.errors import EsRagError, ModelLoadError
 from es_rag.records import Hit
 from es_rag.redact import get_logger
@@ -68,6 +69,10 @@ class RerankStage:
             self.reranker.warm_up()
         except ModelLoadError as exc:
             self._error = str(exc)
+            return
+        if getattr(self.reranker, "substituted", None):  # the shipped model: its own files decide
+            self._calibration = self._fusion = None
+            self._safety = None
 
     def close(self) -> None:
         """Stop the timeout worker thread, if one was started."""
@@ -80,9 +85,8 @@ class RerankStage:
         """The reranker's calibration: the settings, else the model directory's calibration file."""
         if self._calibration is None:
             s = self.settings
-            name = self.reranker.name if self.reranker is not None else None
             self._calibration = load_calibration(
-                name if name and Path(name).is_dir() else None,
+                self._model_dir(),
                 method=s.calibration,
                 temperature=s.temperature,
                 bias=s.bias,
@@ -91,7 +95,12 @@ class RerankStage:
         return self._calibration
 
     def _model_dir(self) -> str | None:
-        name = self.reranker.name if self.reranker is not None else None
+        if self.reranker is None:
+            return None
+        folder = getattr(self.reranker, "model_dir", None)  # a test double may have none
+        if folder is not None:
+            return str(folder)
+        name = self.reranker.name
         return name if name and Path(name).is_dir() else None
 
     def fusion(self) -> FusionPlan:
@@ -120,6 +129,16 @@ class RerankStage:
             future = self._executor.submit(self.reranker.score, query, passages)
         return future.result(timeout=timeout)
 
+    def _misfit(self, language: str | None, query: str) -> dict[str, Any] | None:
+        """The fit check's verdict when the cross-encoder's tokenizer clearly misfits ``language``, else None."""
+        if not language or self.reranker is None or not hasattr(self.reranker, "tokenizer"):
+            return None
+        verdict = language_misfit(self.reranker, language, sample=query)
+        if verdict is None or verdict[0] is None:
+            return None
+        reason, fit = verdict
+        return {"language": language, "model": self.reranker.name, "reason": reason, "fit": fit.to_dict()}
+
     def _cache_key(self, query: str, head: list[Hit]) -> str:
         assert self.reranker is not None
         rr = self.reranker
@@ -134,12 +153,15 @@ class RerankStage:
             options={**options, "max_length": rr.max_length},
         )
 
-    def run(self, query: str, hits: list[Hit]) -> StageOutput:
+    def run(self, query: str, hits: list[Hit], *, language: str | None = None) -> StageOutput:
         """Rerank the first ``rerank_k`` hits; the rest are dropped (``beyond rerank_k``).
 
         Args:
             query: The user's query.
             hits: Deduplicated candidates in fused order.
+            language: The query's language (ISO 639-1); given, a cross-encoder whose tokenizer clearly misfits it
+                (:func:`es_rag.encoders.fit.language_misfit`: the shipped English model on Japanese) is not run and
+                the fused order is kept.
         """
         k = self.settings.k
         head = hits[:k]
@@ -151,6 +173,8 @@ class RerankStage:
 
         if self.reranker is None:
             return kept("disabled: fused order kept")
+        if getattr(self.reranker, "may_substitute", False):
+            self.warm_up()  # which model runs (the configured default or the shipped one) decides its files
         try:
             plan, safety = self.fusion(), self.safety()
         except EsRagError as exc:
@@ -177,6 +201,13 @@ class RerankStage:
             return kept(f"fallback: fused order (reranker unavailable: {self._error})", fallback=True)
         if not head:
             return kept(f"cross-encoder {self.reranker.name} (no candidates)")
+        misfit = self._misfit(language, query)
+        if misfit is not None:
+            info["fit_check"] = misfit
+            return kept(
+                f"skipped: fused order kept (the cross-encoder {self.reranker.name} misfits query language {language}: "
+                f"{misfit['reason']}; --dense-fit-check off runs it anyway)",
+            )
         key = self._cache_key(query, head) if self.cache is not None else None
         output = self.cache.get(key) if self.cache is not None and key is not None else None
         if self.cache is not None:
@@ -233,5 +264,9 @@ class RerankStage:
         harmful = (
             " (marked hurts; allowed by allow_harmful_reranker)" if info.get("safety", {}).get("allowed_by") else ""
         )
-        path = f"cross-encoder {self.reranker.name}{fused_with}{cached}{harmful}"
+        substituted = getattr(self.reranker, "substituted", None)
+        if substituted:
+            info["substituted"] = substituted
+        shipped = f" (shipped with es_rag, {substituted})" if substituted else ""
+        path = f"cross-encoder {self.reranker.name}{shipped}{fused_with}{cached}{harmful}"
         return StageOutput(hits=out, dropped=dropped, info=info, path=path)

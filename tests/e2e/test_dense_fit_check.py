@@ -147,3 +147,29 @@ def test_the_template_section_refuses_a_call_without_a_vector() -> None:
 
     with pytest.raises(ConfigError, match="needs a query vector"):
         template_section(JA_QUERY, None, SearchFilter("acme"), Settings())
+
+
+def test_a_cross_encoder_that_misfits_the_query_language_is_not_run(  # type: ignore[no-untyped-def]
+    sample_pipeline, tiny_cross_encoder: Path
+) -> None:
+    """The same check guards the rerank stage: the shipped English cross-encoder never scores Japanese text (here the
+    tiny cross-encoder, whose vocabulary has no Japanese character either)."""
+    from es_rag.cross_encoder.model import CrossEncoderReranker
+
+    settings, backend, embedder, _ = sample_pipeline
+    reranker = CrossEncoderReranker(str(tiny_cross_encoder))
+    pipe = RagPipeline(backend, embedder=embedder, settings=settings, tokenizer=embedder.tokenizer(), reranker=reranker)
+    ja = pipe.search(JA_QUERY, FLT)
+    path = ja.trace.paths["rerank"]
+    expected = f"skipped: fused order kept (the cross-encoder {tiny_cross_encoder} misfits query language ja"
+    assert path.startswith(expected), path
+    assert ja.trace.record("rerank").info["fit_check"]["language"] == "ja"  # type: ignore[union-attr]
+    assert all(h.rerank_score is None for h in ja.candidates)
+    en = pipe.search(EN_QUERY, FLT)
+    assert en.trace.paths["rerank"].startswith(f"cross-encoder {tiny_cross_encoder}")
+    assert all(h.rerank_score is not None for h in en.candidates[:3])
+    off = RagPipeline(
+        backend, embedder=embedder, settings=settings.replace(dense_fit_check="off"),
+        tokenizer=embedder.tokenizer(), reranker=reranker,
+    )  # fmt: skip
+    assert off.search(JA_QUERY, FLT).trace.paths["rerank"].startswith(f"cross-encoder {tiny_cross_encoder}")

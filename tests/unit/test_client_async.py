@@ -82,9 +82,9 @@ def test_model_work_runs_in_the_bounded_executor_not_on_the_loop(settings: Setti
             threads["embed"].add(threading.current_thread().name)
             return embed(*a)
 
-        def spy_rerank(*a: Any) -> Any:
+        def spy_rerank(*a: Any, **kw: Any) -> Any:
             threads["rerank"].add(threading.current_thread().name)
-            return rerank(*a)
+            return rerank(*a, **kw)
 
         pipeline.embedder.embed_query = spy_embed  # type: ignore[method-assign]
         pipeline.rerank_stage.run = spy_rerank  # type: ignore[method-assign]
