@@ -3,6 +3,7 @@ file."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -67,6 +68,8 @@ def test_train_measure_resume_and_ship(
         assert point["myset_chance"] == pytest.approx(1 / 6, abs=1e-3)  # a golden set is named after its folder
     assert (out / "groups.jsonl").is_file() and (out / "es_rag_training.json").is_file()
     card = json.loads((ship / "es_rag_model.json").read_text())
+    assert card["seed"] == 13 and list(card["data_sha256"]) == [str(squad)]
+    assert card["data_sha256"][str(squad)] == hashlib.sha256(squad.read_bytes()).hexdigest()
     assert card["licence"] == "test data" and card["steps"] == 4 and card["max_length"] == 48
     assert card["trained_by"].startswith("es-rag train-reranker --squad") and card["questions_seen"] == 4 * 4
     # the same command again resumes from the checkpoint and the mined groups: nothing left to train

@@ -268,6 +268,8 @@ def _run_passages(args: argparse.Namespace, settings: Any) -> int:
                 "base": config.base_model,
                 "trained_by": shlex.join(getattr(args, "command_line", ["es-rag", "train-reranker"])),
                 "data": report["data"]["sources"],
+                "data_sha256": {f: _sha256(f) for f in report["data"]["sources"]},
+                "seed": config.seed,
                 "groups_mined": report["data"]["groups"],
                 "questions_seen": report["steps"] * config.groups_per_step,
                 "steps": report["steps"],
@@ -280,3 +282,14 @@ def _run_passages(args: argparse.Namespace, settings: Any) -> int:
         print(f"shipped: {shipped}", file=sys.stderr, flush=True)
     print_json(report)
     return 0
+
+
+def _sha256(path: str) -> str:
+    """The SHA-256 of a training data file (recorded in the model card)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
