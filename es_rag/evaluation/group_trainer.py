@@ -114,6 +114,38 @@ def _schedule(config: GroupTrainConfig, total: Callable[[], int]) -> Callable[[i
     return factor
 
 
+def pair_logits(
+    model: Any, tok: Any, pairs: Sequence[tuple[str, str]], *, max_length: int, batch: int, truncation: Any
+) -> list[float]:
+    """The raw logit of each (question, passage) pair of a model being trained, scored ``batch`` pairs at a time
+    without gradients (the measurement callbacks of both trainers).
+
+    Args:
+        model: A transformers sequence-classification model with one logit.
+        tok: Its tokenizer.
+        pairs: ``(question, passage)`` pairs.
+        max_length: Token limit of one pair.
+        batch: Pairs per forward pass.
+        truncation: The tokenizer's truncation strategy (``True``, ``"only_second"``).
+    """
+    import torch
+
+    scores: list[float] = []
+    with torch.inference_mode():
+        for i in range(0, len(pairs), batch):
+            chunk = pairs[i : i + batch]
+            feats = tok(
+                [q for q, _ in chunk],
+                [p for _, p in chunk],
+                padding=True,
+                truncation=truncation,
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(model.device)
+            scores.extend(float(x) for x in model(**feats).logits.view(-1).tolist())
+    return scores
+
+
 def fit_steps(config: GroupTrainConfig, seconds_per_step: float, elapsed: float, eval_seconds: float, done: int) -> int:
     """Steps that fit the time budget: those done plus what the remaining seconds hold at the measured pace, after
     the measurements still to come (one every ``eval_every`` steps and one at the end, ``eval_seconds`` each).
@@ -213,20 +245,7 @@ def train_groups(
     model.train()
 
     def score_pairs(pairs: Sequence[tuple[str, str]]) -> list[float]:
-        scores: list[float] = []
-        with torch.inference_mode():
-            for i in range(0, len(pairs), 64):
-                chunk = pairs[i : i + 64]
-                feats = tok(
-                    [q for q, _ in chunk],
-                    [p for _, p in chunk],
-                    padding=True,
-                    truncation=True,
-                    max_length=config.max_length,
-                    return_tensors="pt",
-                ).to(model.device)
-                scores.extend(float(x) for x in model(**feats).logits.view(-1).tolist())
-        return scores
+        return pair_logits(model, tok, pairs, max_length=config.max_length, batch=64, truncation=True)
 
     eval_seconds = [0.0]
 

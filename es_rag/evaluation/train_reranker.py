@@ -32,6 +32,7 @@ from es_rag.evaluation.calibrate import check_queries
 from es_rag.evaluation.curve import curve_evaluator as curve_evaluator  # re-exported
 from es_rag.evaluation.curve import passage_text as _passage
 from es_rag.evaluation.curve import plot_curve
+from es_rag.evaluation.group_trainer import pair_logits
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
@@ -356,20 +357,7 @@ def train_cross_encoder(
     epoch_ends.setdefault(steps, min(float(config.epochs), steps * per_step / len(groups)))
 
     def score_pairs(batch_pairs: Sequence[tuple[str, str]]) -> list[float]:
-        out: list[float] = []
-        with torch.no_grad():
-            for i in range(0, len(batch_pairs), 32):
-                chunk = batch_pairs[i : i + 32]
-                features = tok(
-                    [q for q, _ in chunk],
-                    [d for _, d in chunk],
-                    padding=True,
-                    truncation="only_second",
-                    max_length=config.max_length,
-                    return_tensors="pt",
-                ).to(model.device)
-                out.extend(float(x) for x in model(**features).logits.view(-1).tolist())
-        return out
+        return pair_logits(model, tok, batch_pairs, max_length=config.max_length, batch=32, truncation="only_second")
 
     def curve_point(step: int, epoch: float) -> None:
         if evaluate is None:
