@@ -10,6 +10,7 @@ import os
 import random
 import threading
 import time
+import urllib.parse
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -53,7 +54,7 @@ from es_rag.elasticsearch.transport import (
 from es_rag.errors import ClusterError, ClusterTimeout, ClusterUnreachable, ConfigError
 from es_rag.es_request import EsRequest
 from es_rag.flows import adrive, drive
-from es_rag.redact import redact_url
+from es_rag.redact import redact_url, split_userinfo
 from es_rag.settings import FusionPath, Settings
 
 TRANSPORT_RETRY_STATUSES = (502, 503, 504)
@@ -154,10 +155,13 @@ class ClusterClient:
     ) -> C:
         """Build a client for ``url`` (or an Elastic Cloud ``cloud_id``).
 
-        Credentials: explicit ones first (``api_key``, else ``username``/``password``), then the environment
-        (``ES_API_KEY``, else ``ES_USERNAME``/``ES_PASSWORD``); an environment variable never overrides an explicit
-        credential. The client resends only 502/503/504 at once (never 429, which :meth:`send` and the bulk helper
-        retry with backoff) and uses ``settings.connection.request_timeout``.
+        Credentials: explicit ones first (``api_key``, else ``username``/``password``, else the URL's user-info,
+        percent-decoded), then the environment (``ES_API_KEY``, else ``ES_USERNAME``/``ES_PASSWORD``); an
+        environment variable never overrides an explicit credential. Basic auth goes in a header, as UTF-8 (x-pack's
+        ``UsernamePasswordToken.extractToken`` decodes it with ``CharArrays.utf8BytesToChars``; the client's own
+        ``basic_auth`` takes ASCII only), so the client's URL never holds the password. The client resends only
+        502/503/504 at once (never 429, which :meth:`send` and the bulk helper retry with backoff) and uses
+        ``settings.connection.request_timeout``.
 
         Args:
             url: ``http(s)://host:port``; None with ``cloud_id``.
@@ -174,6 +178,7 @@ class ClusterClient:
         Raises:
             ConfigError: A URL without a scheme, host or port; TLS options on ``http://``; url and cloud_id together.
         """
+        from elastic_transport.client_utils import basic_auth_to_header
         from elasticsearch import Elasticsearch
 
         kwargs: dict[str, Any] = {
@@ -191,6 +196,12 @@ class ClusterClient:
         else:
             url = check_url(url)
             shown = redact_url(url)  # every message, report and repr is built from it
+            # The client gets the user-info as basic auth, never inside its URL: a password may hold "/" or "@",
+            # which a URL parser reads as the path or the host, and no transport error can quote it back.
+            url, url_user, url_password = split_userinfo(url)
+            if url_password is not None and not (api_key or (username and password)):
+                username = urllib.parse.unquote(url_user or "")
+                password = urllib.parse.unquote(url_password)
             if url.startswith("http://") and (ca_certs or ssl_assert_fingerprint):
                 raise ConfigError(f"--ca-certs / --ssl-assert-fingerprint need an https:// URL, got {shown}")
         if ca_certs:
@@ -202,11 +213,13 @@ class ClusterClient:
         if api_key:
             kwargs["api_key"] = api_key
         elif username and password:
-            kwargs["basic_auth"] = (username, password)
+            kwargs["headers"] = {"authorization": basic_auth_to_header((username, password))}
         elif os.environ.get("ES_API_KEY"):
             kwargs["api_key"] = os.environ["ES_API_KEY"]
         elif os.environ.get("ES_USERNAME") and os.environ.get("ES_PASSWORD"):
-            kwargs["basic_auth"] = (os.environ["ES_USERNAME"], os.environ["ES_PASSWORD"])
+            kwargs["headers"] = {
+                "authorization": basic_auth_to_header((os.environ["ES_USERNAME"], os.environ["ES_PASSWORD"]))
+            }
         try:
             client = Elasticsearch(None if cloud_id else url, **kwargs)
         except ValueError as exc:

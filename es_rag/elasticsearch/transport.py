@@ -110,7 +110,11 @@ def check_url(url: str | None) -> str:
     try:
         port = parsed.port
     except ValueError:
-        raise ConfigError(f"Elasticsearch URL {raw!r}: the port is not a number") from None
+        given_port = parsed.netloc.rpartition("@")[2].rpartition(":")[2]
+        what = "is out of range (1-65535)" if given_port.isdigit() else "is not a number"
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the port {what}") from None
+    if port == 0:
+        raise ConfigError(f"Elasticsearch URL {raw!r}: the port is out of range (1-65535)")
     if port is None and parsed.scheme == "http":
         raise ConfigError(f"Elasticsearch URL {raw!r} has no port: Elasticsearch listens on 9200, e.g. {raw}:9200")
     return given

@@ -377,7 +377,7 @@ class StrictCluster:
         auth = headers.get("authorization", "")
         scheme, _, cred = auth.partition(" ")
         if scheme.lower() == "basic":
-            user, _, password = base64.b64decode(cred).decode().partition(":")
+            user, _, password = base64.b64decode(cred).decode("utf-8").partition(":")  # CharArrays.utf8BytesToChars
             entry = self.users.get(user)
             if entry is not None and entry[0] == password:
                 return Principal(user, tuple(entry[1]))
