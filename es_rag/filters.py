@@ -15,6 +15,7 @@ from typing import Any
 
 from es_rag.errors import ConfigError
 from es_rag.metadata import Condition, Validity, now_ms
+from es_rag.principals import check_name, check_names
 from es_rag.query_filters import query_clause, query_matches
 from es_rag.settings import PUBLIC_GROUP
 from es_rag.versions.registry import VersionSnapshot
@@ -52,7 +53,8 @@ class SearchFilter:
     def __post_init__(self) -> None:
         if not isinstance(self.tenant_id, str) or not self.tenant_id.strip():
             raise ConfigError("tenant_id: a search needs a non-empty tenant; pass --tenant or tenant_id=")
-        groups = tuple(dict.fromkeys([*(str(g) for g in self.groups if str(g).strip()), PUBLIC_GROUP]))
+        check_name(self.tenant_id, "tenant_id")
+        groups = tuple(dict.fromkeys([*check_names(self.groups, "acl group"), PUBLIC_GROUP]))
         object.__setattr__(self, "groups", groups)
         normalised: dict[str, tuple[str, ...]] = {}
         for key, value in dict(self.metadata).items():

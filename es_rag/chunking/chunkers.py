@@ -66,6 +66,7 @@ from es_rag.chunking.spans import (
 )
 from es_rag.encoders.tokenizer import Tokenizer
 from es_rag.errors import ConfigError, InputError
+from es_rag.principals import name_problem
 from es_rag.records import Chunk
 from es_rag.settings import parse_enum
 
@@ -269,6 +270,11 @@ class Chunker:
             raise InputError(doc, "source_version", "missing or empty")
         if not tenant_id or not str(tenant_id).strip():
             raise InputError(doc, "tenant_id", "missing or empty: every chunk needs a tenant")
+        if (problem := name_problem(tenant_id)) is not None:
+            raise InputError(doc, "tenant_id", problem)
+        for group in acl:
+            if (problem := name_problem(group)) is not None:
+                raise InputError(doc, "acl", problem)
         if fmt not in FORMATS:
             raise ConfigError(f"fmt: invalid value {fmt!r}; valid values: {', '.join(FORMATS)}")
         if not text.strip():

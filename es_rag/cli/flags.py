@@ -24,6 +24,16 @@ def comma_list(value: str) -> list[str]:
     return [p.strip() for p in value.split(",") if p.strip()]
 
 
+def group_list(value: str) -> list[str]:
+    """argparse type of ``--acl``: ``a,b`` -> ``["a", "b"]``; a name is kept as typed (``a, b`` gives ``" b"``,
+    which is refused with the API's message: :mod:`es_rag.principals`).
+
+    Args:
+        value: The option's text.
+    """
+    return [p for p in value.split(",") if p]
+
+
 def index_dir_path(value: str) -> str:
     """argparse ``type`` of ``--index-dir``: an existing file is refused at once (ingest used to embed everything
     and then fail with ``FileExistsError``).
@@ -208,7 +218,7 @@ def add_principal(parser: argparse.ArgumentParser, *, tenant_required: bool = Tr
     g.add_argument(
         "--acl",
         action="append",
-        type=comma_list,
+        type=group_list,
         metavar="G[,G...]",
         help="ACL groups of the caller, comma separated or repeated; 'public' is always included",
     )
@@ -371,7 +381,7 @@ def add_owner(parser: argparse.ArgumentParser, *, tenant_default: str | None = N
     g.add_argument(
         "--acl",
         action="append",
-        type=comma_list,
+        type=group_list,
         metavar="G[,G...]",
         help="groups allowed to read the documents, comma separated or repeated (default: public)",
     )

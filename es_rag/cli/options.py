@@ -63,6 +63,9 @@ from es_rag.cli.flags import (
     existing_index_dir as existing_index_dir,
 )
 from es_rag.cli.flags import (
+    group_list as group_list,
+)
+from es_rag.cli.flags import (
     index_dir_path as index_dir_path,
 )
 from es_rag.cli.flags import (

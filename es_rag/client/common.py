@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from es_rag.errors import ConfigError
+from es_rag.principals import check_name
 from es_rag.settings import Settings
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def _tenant(tenant: Any) -> str:
             f"tenant: every call needs a non-empty tenant (tenant='acme'), got {tenant!r}; "
             "there is no all-tenants search or write"
         )
-    return tenant
+    return check_name(tenant, "tenant")
 
 
 def _telemetry(telemetry: Any) -> StageTelemetry | None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.errors import InputError
+from es_rag.principals import name_problem
 from es_rag.records import Hit
 
 UNCATEGORISED = "uncategorised"
@@ -153,6 +154,11 @@ def parse_question(obj: Any, where: str, line: int) -> GoldenQuestion:
     tenant = obj.get("tenant")
     if tenant is not None and (not isinstance(tenant, str) or not tenant.strip()):
         raise InputError(where, "tenant", "must be a non-empty string")
+    if tenant is not None and (problem := name_problem(tenant)) is not None:
+        raise InputError(where, "tenant", problem)
+    for group in obj.get("groups") or ():
+        if isinstance(group, str) and (problem := name_problem(group)) is not None:
+            raise InputError(where, "groups", problem)
     return GoldenQuestion(
         id=str(qid),
         question=question,

@@ -46,6 +46,7 @@ from es_rag.ingest.formats import read_front_matter as read_front_matter
 from es_rag.ingest.formats import read_source as read_source
 from es_rag.ingest.report import IngestReport
 from es_rag.metadata import META, MetadataSchema
+from es_rag.principals import name_problem
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,14 @@ def _jsonl_docs(
                 row_acl = [row_acl]
             if not isinstance(row_acl, list) or not all(isinstance(g, str) for g in row_acl):
                 raise InputError(name, "acl", "must be a string or a list of strings")
+            for group in row_acl:
+                if (problem := name_problem(group)) is not None:
+                    raise InputError(name, "acl", problem)
             tenant = row.get("tenant_id", tenant_id)
             if not isinstance(tenant, str) or not tenant.strip():
                 raise InputError(name, "tenant_id", "missing or empty: every chunk needs a tenant")
+            if (problem := name_problem(tenant)) is not None:
+                raise InputError(name, "tenant_id", problem)
             if tenant != tenant_id:  # a line must not move a document into another tenant behind --tenant's back
                 raise InputError(
                     name,

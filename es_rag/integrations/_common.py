@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from es_rag.errors import ConfigError, EsRagError, MissingDependencyError
+from es_rag.principals import check_name, check_names
 
 if TYPE_CHECKING:
     from es_rag.client import RagClient
@@ -38,7 +39,7 @@ def _groups(acl: Sequence[str] | str | None) -> tuple[str, ...]:
     for group in acl:
         if not isinstance(group, str):
             raise ConfigError(f"acl: group names are strings, got {group!r} ({type(group).__name__})")
-    return tuple(dict.fromkeys(g for g in acl if g.strip()))
+    return check_names(acl, "acl")
 
 
 def _check_mapping(metadata: Any) -> None:
@@ -93,6 +94,7 @@ class RetrievalScope:
                 f"tenant: a retriever needs a non-empty tenant (tenant='acme'), got {tenant!r}; "
                 "there is no all-tenants retriever"
             )
+        check_name(tenant, "tenant")
         _check_mapping(metadata)
         groups = _groups(acl)
         checked = SearchFilter(tenant, groups, dict(metadata or {}))  # type: ignore[arg-type]

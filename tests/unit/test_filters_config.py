@@ -104,11 +104,15 @@ def test_settings_validation_lists_valid_values() -> None:
 
 
 def test_filter_messages_blank_groups_and_version_snapshots() -> None:
-    """Written from the requirements (mutation survivors of docs/mutation.md): blank groups are dropped, not
-    matched; every refusal names the field; a version snapshot must be the filter's own tenant's."""
+    """Written from the requirements (mutation survivors of docs/mutation.md): a blank group is refused, neither
+    dropped nor matched (issue 43: one rule for names, es_rag.principals); every refusal names the field; a version
+    snapshot must be the filter's own tenant's."""
     from es_rag.versions.registry import VersionSnapshot
 
-    assert SearchFilter("acme", (" ", "", "eng")).groups == ("eng", "public")
+    assert SearchFilter("acme", ("eng", "eng")).groups == ("eng", "public")
+    for blank in (" ", ""):
+        with pytest.raises(ConfigError, match=r"^acl group: missing or empty"):
+            SearchFilter("acme", (blank, "eng"))
     with pytest.raises(
         ConfigError, match=r"^tenant_id: a search needs a non-empty tenant; pass --tenant or tenant_id=$"
     ):

@@ -10,11 +10,13 @@ from typing import Any
 
 from es_rag.cli.options import (
     DEFAULT_INDEX_DIR,
+    acl_groups,
     add_chunker,
     add_json,
     add_settings,
     add_target,
     connect,
+    group_list,
     settings_from_args,
     uses_cluster,
 )
@@ -70,7 +72,9 @@ def register(sub: Any) -> None:
     )
     g = p.add_argument_group("build and swap")
     g.add_argument("--tenant", help="tenant whose sources are read (a build needs it)")
-    g.add_argument("--acl", action="append", metavar="G[,G...]", help="groups allowed to read the documents")
+    g.add_argument(
+        "--acl", action="append", type=group_list, metavar="G[,G...]", help="groups allowed to read the documents"
+    )
     g.add_argument("--base-dir", metavar="DIR", help="source ids are paths relative to this folder")
     g.add_argument(
         "--queries",
@@ -196,7 +200,7 @@ def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: b
     base = settings.replace(index_generation=None)
     queries, left_out = load_queries(args.queries, args.tenant) if args.queries else ([], [])
     report = IngestReport()
-    acl = tuple(a for group in (args.acl or []) for a in str(group).split(",") if a) or ("public",)
+    acl = acl_groups(args.acl) or ("public",)
     exclude = [] if on_cluster else [store.root]
     manifest = Path(args.paths[0]) / "manifest.json" if len(args.paths) == 1 else None
     if manifest is not None and manifest.is_file():  # a corpus folder that names its documents (the demo's sample)
