@@ -147,12 +147,7 @@ class EsVersionStore(RegistryOps):
             except ClusterError as exc:
                 if exc.status != 403:
                     raise
-                foreground = EsRequest(
-                    request.method,
-                    request.path.replace("wait_for_completion=false", "wait_for_completion=true"),
-                    request.body,
-                )
-                return _purge_result(self.backend.send(foreground, timeout=TASK_TIMEOUT_S))
+                return self._delete_in_foreground(request)
             running = _still_running(task, got)
             if not running and got.get("completed"):
                 if got.get("error"):
@@ -160,7 +155,18 @@ class EsVersionStore(RegistryOps):
                         f"delete-by-query task {task} failed: {got['error'].get('reason', got['error'])}",
                         response=got,
                     )
-                return _purge_result(got.get("response") or {})
+                if not isinstance(got.get("response"), dict):
+                    # TransportGetTaskAction.waitedForCompletion: when the task's result was not stored, the answer
+                    # is a snapshot of the finished task, "completed": true with neither "response" nor "error".
+                    # Its deletes and failures are unknown: reading it as a clean purge would un-hide documents
+                    # that may still be there. The same delete runs again, and its own answer decides.
+                    log.warning(
+                        "%s",
+                        f"delete-by-query task {task} finished without a stored result; running the same delete "
+                        "again in the foreground to learn its outcome",
+                    )
+                    return self._delete_in_foreground(request)
+                return _purge_result(got["response"])
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"delete-by-query task {task} still running after {TASK_TIMEOUT_S:.0f} s; it goes on in the "
@@ -169,6 +175,16 @@ class EsVersionStore(RegistryOps):
                 )
             if running != "timeout":  # the poll did not wait in the cluster: pause here
                 time.sleep(TASK_IDLE_S)
+
+    def _delete_in_foreground(self, request: EsRequest) -> PurgeResult:
+        """``request`` (a background ``_delete_by_query``) again, waiting for its answer: deleting by query twice is
+        harmless, and this answer is the delete's own."""
+        foreground = EsRequest(
+            request.method,
+            request.path.replace("wait_for_completion=false", "wait_for_completion=true"),
+            request.body,
+        )
+        return _purge_result(self.backend.send(foreground, timeout=TASK_TIMEOUT_S))
 
     def _delete_all(self, requests: Callable[[], list[EsRequest]]) -> PurgeResult:
         """Rounds of deletes until none conflicts (a refresh before each retry), at most ``PURGE_ATTEMPTS``."""

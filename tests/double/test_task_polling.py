@@ -77,3 +77,43 @@ def test_a_delete_still_running_at_the_deadline_leaves_the_source_hidden_never_s
     state = store.state("acme")
     assert "guide.md" not in state.active
     assert state.hidden == ["guide.md@v1"]
+
+
+def test_a_finished_task_without_a_stored_result_is_not_read_as_a_clean_purge(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``completed: true`` with neither ``response`` nor ``error`` (issue 43, item 2): the outcome is unknown. Here
+    the background delete did nothing (a task cut short, its result lost); es_rag used to count 0 failures and
+    forget the hidden keys, serving the source's chunks again. Now the same delete runs in the foreground, and only
+    its clean answer lets the keys go."""
+    node, cluster, store = _store("9.5.0")
+    cluster.task_results_stored = False
+    handle = cluster.handle
+
+    def background_deletes_do_nothing(method: str, path: str, query: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith("_delete_by_query") and "wait_for_completion=false" in query:
+            task_id = f"double-node-id:{next(cluster._task_ids)}"
+            cluster.tasks[task_id] = {"polls": 0, "response": {"deleted": 0, "failures": []}}
+            return 200, {"task": task_id}
+        return handle(method, path, query, *args, **kwargs)
+
+    cluster.handle = background_deletes_do_nothing  # type: ignore[method-assign]
+    node.reset()
+    with caplog.at_level("WARNING"):
+        out = store.delete_source("acme", "guide.md")
+    assert out["remaining"] == {"chunks": 0, "parents": 0}
+    assert not [d for d in cluster.docs(S.chunk_index).values() if d["source_id"] == "guide.md"]
+    foreground = [r for r in node.calls("POST", ".*/_delete_by_query") if "wait_for_completion=true" in r.query]
+    assert foreground, "the delete was not run again"
+    assert any("finished without a stored result" in r.getMessage() for r in caplog.records)
+    assert store.state("acme").hidden == []
+
+
+def test_the_double_answers_a_lost_task_result_as_elasticsearch_does() -> None:
+    _node, cluster, _unused = _store("9.5.0")
+    cluster.task_results_stored = False
+    _status, body = cluster.handle(
+        "POST", f"{S.chunk_index}/_delete_by_query", "conflicts=proceed&wait_for_completion=false", {}, {}
+    )
+    status, got = cluster.handle("GET", f"_tasks/{body['task']}", "wait_for_completion=true", None, {})
+    assert status == 200 and got["completed"] is True and "response" not in got and "error" not in got

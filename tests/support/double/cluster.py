@@ -322,6 +322,10 @@ class StrictCluster:
         """Per bulk action: return a custom item to answer instead (fault injection), or None."""
         self.task_polls_before_done = 0
         """``GET _tasks/<id>`` answers ``completed: false`` this many times before the result."""
+        self.task_results_stored = True
+        """False: a finished task's ``GET _tasks/<id>`` has neither ``response`` nor ``error``, as
+        ``TransportGetTaskAction.waitedForCompletion`` answers when no result was stored (``ResourceNotFoundException``
+        from the task index: a snapshot of the finished task, ``new TaskResult(true, snapshotOfRunningTask)``)."""
         self.log: list[str] = []
 
     # -- public helpers for tests ------------------------------------------------------------------------------
@@ -1925,6 +1929,8 @@ class StrictCluster:
                 "Timed out waiting for completion of task",
                 source="TransportGetTaskAction",
             )
+        if not self.task_results_stored:
+            return 200, {"completed": True, "task": info}
         return 200, {"completed": True, "task": info, "response": entry["response"]}
 
     # -- security ------------------------------------------------------------------------------------------------
