@@ -27,7 +27,7 @@ REFUSED = "http://127.0.0.1:9"  # the check comes before any connection: a refus
 def test_whitespace_around_a_name_is_refused(name: str) -> None:
     problem = name_problem(name)
     assert problem is not None and "whitespace around it" in problem and repr(name.strip()) in problem
-    with pytest.raises(ConfigError, match="^acl: "):
+    with pytest.raises(ConfigError, match=r"^acl: "):
         check_name(name, "acl")
 
 
