@@ -2,9 +2,11 @@
 BM25 field's index as bm25s saves it and the exact channel's identifier index, both memory-mapped when read.
 
 Caches, never the index: each is kept with the commit it was made from (its name holds the commit number; the commit
-after it removes it, :func:`es_rag.embedded.store.write`) and with a key naming the field, the analyzer, es_rag's
-version and the chunks; one that is missing, made from something else or unreadable is made again. Files are written
-under temporary names and renamed into place, so a process that maps one never sees it change.
+after it removes it once it stands, :func:`es_rag.embedded.store.write`) and with a key naming the field, the analyzer,
+es_rag's version and the chunks. The key file also holds each data file's size and CRC-32, checked before the file is
+read (issue 43): a cache that is missing, made from something else, unreadable or damaged is made again, and a damaged
+one is named in one warning. Files are written under temporary names and renamed into place, so a process that maps
+one never sees it change.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from es_rag.redact import get_logger
+
 if TYPE_CHECKING:
     from es_rag.embedded.ident import IdentIndex
 
-CACHE_FILE = re.compile(r"^(tokens|bm25|ident)-\d+-[A-Za-z0-9_.]+-[A-Za-z0-9_]+\.[a-z.]+$")
+CACHE_FILE = re.compile(r"^(tokens|bm25|ident)-(?P<commit>\d+)-[A-Za-z0-9_.]+-[A-Za-z0-9_]+\.[a-z.]+$")
 """Names of cache files, removed with the commit they belong to (``tokens-``: the token lists of earlier builds, now
 only removed)."""
 
@@ -41,6 +45,75 @@ SCORING_REVISION = 2
 """Bumped when the analyzers or the BM25 statistics change, so a saved index made by older code is built again even
 under the same es_rag version (a development build). 2: Lucene's one-byte length norms, ``docCount`` of the
 documents that have the field, the ``cjk`` stop set without ``an``, Lucene's Extended_Pictographic list."""
+
+
+log = get_logger(__name__)
+
+
+def _crc32(path: Path) -> str:
+    crc = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def _sums(folder: Path, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Size and CRC-32 of each of ``names`` that exists in ``folder``."""
+    return {
+        n: {"bytes": (folder / n).stat().st_size, "crc32": _crc32(folder / n)} for n in names if (folder / n).exists()
+    }
+
+
+def _damaged(folder: Path, sums: Any) -> str | None:
+    """The first file of a cache whose size or CRC-32 differs from its key file's record (or that is missing), else
+    None; a key file without the record (an older es_rag) counts as damaged under its own name."""
+    if not isinstance(sums, dict) or not sums:
+        return "the key file's checksums"
+    for name, want in sums.items():
+        path = folder / str(name)
+        try:
+            if (
+                not isinstance(want, dict)
+                or path.stat().st_size != want.get("bytes")
+                or _crc32(path) != want.get("crc32")
+            ):
+                return str(name)
+        except OSError:
+            return str(name)
+    return None
+
+
+def _read_key(key_path: Path) -> dict[str, Any] | None:
+    """A cache's key file; None when it is missing (never built), a warning too when it is unreadable."""
+    try:
+        saved = json.loads(key_path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        log.warning("%s", f"embedded index cache {key_path} is unreadable; building it again")
+        return None
+    if not isinstance(saved, dict):
+        log.warning("%s", f"embedded index cache {key_path} is not a JSON object; building it again")
+        return None
+    return saved
+
+
+def _usable(folder: Path, key_path: Path, saved: dict[str, Any] | None, key: dict[str, Any]) -> bool:
+    """Whether the saved cache is this key's and every file of it checks; a damaged one is named in a warning."""
+    if saved is None or saved.get("key") != key:
+        return False
+    if saved.get("empty"):
+        return True
+    bad = _damaged(folder, saved.get("files"))
+    if bad is not None:
+        log.warning(
+            "%s",
+            f"embedded index cache file {folder / bad} does not match its checksum ({key_path.name}); building the "
+            "cache again",
+        )
+        return False
+    return True
 
 
 def _key(field_name: str, analyzer: str, ids: Sequence[str]) -> dict[str, Any]:
@@ -93,11 +166,9 @@ def cached_bm25(
     stem = key_path.name.removesuffix("key.json")
     names = {arg: stem + part for arg, part in _BM25_PARTS.items()}
     key = _key(field_name, analyzer, ids)
-    try:
-        saved = json.loads(key_path.read_bytes())
-    except (OSError, ValueError):
-        saved = None
-    if isinstance(saved, dict) and saved.get("key") == key:
+    saved = _read_key(key_path)
+    if _usable(Path(folder), key_path, saved, key):
+        assert saved is not None
         if saved.get("empty"):
             return None
         try:
@@ -108,12 +179,15 @@ def cached_bm25(
     tmp = Path(folder) / f"bm25-{os.getpid()}.tmp"
     try:
         tmp.mkdir(exist_ok=True)
+        sums: dict[str, dict[str, Any]] = {}
         if model is not None:
             model.save(str(tmp), show_progress=False, **names)
-            for name in names.values():  # renamed into place: a process that maps the old file keeps reading it
-                if (tmp / name).exists():  # (the non-occurrence array exists only for some BM25 variants)
-                    os.replace(tmp / name, Path(folder) / name)
-        (tmp / key_path.name).write_text(json.dumps({"key": key, "empty": model is None}), encoding="utf-8")
+            sums = _sums(tmp, list(names.values()))  # (the non-occurrence array exists only for some BM25 variants)
+            for name in sums:  # renamed into place: a process that maps the old file keeps reading it
+                os.replace(tmp / name, Path(folder) / name)
+        (tmp / key_path.name).write_text(
+            json.dumps({"key": key, "empty": model is None, "files": sums}), encoding="utf-8"
+        )
         os.replace(tmp / key_path.name, key_path)  # last: the files are complete before the key names them
     except OSError:  # a full disk, a read-only folder: the next cold search builds again
         return model
@@ -146,18 +220,19 @@ def cached_ident(
     key_path = folder / f"ident-{commit:06d}-{field_name}-identifier.key.json"
     stem = key_path.name.removesuffix("key.json")
     key = _key(field_name, "identifier", ids)
-    try:
-        if json.loads(key_path.read_bytes()).get("key") == key:
+    if _usable(folder, key_path, _read_key(key_path), key):
+        try:
             return IdentIndex.load(folder, stem)
-    except (OSError, ValueError, AttributeError):  # missing, damaged or from something else: made again
-        pass
+        except (OSError, ValueError):  # checked, yet unreadable (another version's layout): made again
+            pass
     index = build()
     tmp = folder / f"ident-{os.getpid()}.tmp"
     try:
         tmp.mkdir(exist_ok=True)
-        for name in index.save(tmp, stem):
+        sums = _sums(tmp, index.save(tmp, stem))
+        for name in sums:
             os.replace(tmp / name, folder / name)
-        (tmp / key_path.name).write_text(json.dumps({"key": key}), encoding="utf-8")
+        (tmp / key_path.name).write_text(json.dumps({"key": key, "files": sums}), encoding="utf-8")
         os.replace(tmp / key_path.name, key_path)
     except OSError:
         pass

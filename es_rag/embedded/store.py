@@ -168,16 +168,18 @@ def _write_file(path: Path, content: Iterable[bytes] | np.ndarray) -> dict[str, 
     return {"name": path.name, "bytes": sink.size, "crc32": f"{sink.crc:08x}"}
 
 
-def _stale_files(folder: Path, keep: set[str]) -> list[Path]:
-    """Data files of other commits (and of format 1) in ``folder``, and left-over temporary files."""
+def _stale_files(folder: Path, keep: set[str], keep_commit: int | None = None) -> list[Path]:
+    """Data files of other commits (and of format 1) in ``folder``, left-over temporary files, and the caches of
+    every commit but ``keep_commit``."""
     if not folder.is_dir():
         return []
     out = []
     for path in folder.iterdir():
         name = path.name
-        stale = (
-            _DATA_FILE.match(name) or CACHE_FILE.match(name) or name in LEGACY_NAMES.values() or name.endswith(".tmp")
-        )
+        cache = CACHE_FILE.match(name)
+        if cache is not None and keep_commit is not None and int(cache["commit"]) == keep_commit:
+            continue
+        stale = _DATA_FILE.match(name) or cache or name in LEGACY_NAMES.values() or name.endswith(".tmp")
         if stale and name not in keep and path.is_file():
             out.append(path)
     return out
@@ -223,7 +225,9 @@ def write(
     seq = int((previous or {}).get("commit", 0)) + 1
     written: list[Path] = []
     try:
-        _unlink(_stale_files(folder, keep=_names(previous)))  # a killed save's files (never named by a manifest)
+        # a killed save's files (never named by a manifest); the live commit's caches stay until the new one stands:
+        # a full disk below must leave the index as it was, its cold searches included
+        _unlink(_stale_files(folder, keep=_names(previous), keep_commit=(previous or {}).get("commit")))
         files = {}
         contents: dict[str, Iterable[bytes] | np.ndarray] = {
             "chunks": _jsonl(children),
