@@ -31,7 +31,7 @@ ROLE_PRIVILEGES: dict[str, dict[str, list[str]]] = {
     "search": {"cluster": [], "index": ["read"]},
     "es_rerank": {"cluster": ["monitor", "monitor_inference"], "index": ["read"]},
     "ingest": {"cluster": [], "index": ["read", "write", "maintenance"]},
-    "setup": {"cluster": ["manage"], "index": ["create_index", "view_index_metadata"]},
+    "setup": {"cluster": ["manage"], "index": ["create_index", "view_index_metadata", "indices:admin/mapping/put"]},
     "reindex": {
         "cluster": ["manage"],
         "index": ["read", "write", "maintenance", "create_index", "view_index_metadata", "manage", "delete_index"],
@@ -47,7 +47,11 @@ ROLE_PRIVILEGES: dict[str, dict[str, list[str]]] = {
 * ingest: ``read`` (registry, delete-by-query's search), ``write`` (bulk, registry writes, deletes) and
   ``maintenance`` (the refresh before a version switch);
 * setup: cluster ``manage`` (templates, pipelines, and the stored script, which only ``manage`` allows), index
-  ``create_index`` and ``view_index_metadata`` (whether the indices exist);
+  ``create_index`` and ``view_index_metadata`` (whether the indices exist), and the action
+  ``indices:admin/mapping/put``: setup adds the fields of later asset versions to indices that exist
+  (``PUT <index>/_mapping``), which of the named index privileges only ``manage`` grants (``indices:admin/*``), and
+  ``manage`` also deletes indices. A role may name an index action as a privilege (``IndexPrivilege.resolve``: a name
+  ``ACTION_MATCHER`` accepts becomes ``actionToPattern(name)``), and ``_has_privileges`` resolves it the same way;
 * reindex: setup's and ingest's privileges for the new generation, index ``manage`` (``POST _aliases`` needs
   ``indices:admin/aliases`` on the indices) and ``delete_index`` (``--migrate`` and ``--cleanup`` delete indices).
 

@@ -188,6 +188,15 @@ class Role:
     indices: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
+def _grants(held: set[str], action: str) -> bool:
+    """Whether index privileges ``held`` grant ``action``: a named privilege that does (:data:`INDEX_ACTIONS`), or an
+    action pattern a role names as a privilege (``IndexPrivilege.resolve``: a name ``ACTION_MATCHER`` accepts, such as
+    ``indices:admin/mapping/put``, becomes ``actionToPattern(name)``; ``*`` is the pattern's wildcard)."""
+    if held & (INDEX_ACTIONS.get(action, set()) | {"all"}):
+        return True
+    return any(":" in h and glob_match(h, action) for h in held)
+
+
 def _expand(privs: Iterable[str], implies: Mapping[str, set[str]]) -> set[str]:
     out = set(privs)
     changed = True
@@ -446,7 +455,7 @@ class StrictCluster:
             return
         names = list(indices)
         granting = INDEX_ACTIONS[action] | {"all"}
-        denied = [n for n in names if not self._index_privs(p, n) & granting]
+        denied = [n for n in names if not _grants(self._index_privs(p, n), action)]
         if denied:
             order = sorted(granting, key=lambda x: (INDEX_ACCESS_LEVEL.get(x, 0), x))
             raise EsError(
@@ -1953,7 +1962,10 @@ class StrictCluster:
             for entry in body.get("index", []):
                 for name in entry.get("names", []):
                     held = self._index_privs(p, name.replace("*", "x"))
-                    index[name] = {priv: priv in held for priv in entry.get("privileges", [])}
+                    index[name] = {
+                        priv: (_grants(held, priv) if ":" in priv else priv in held)
+                        for priv in entry.get("privileges", [])
+                    }
             has_all = all(cluster.values()) and all(v for e in index.values() for v in e.values())
             return 200, {
                 "username": p.name,
