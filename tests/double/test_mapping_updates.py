@@ -4,6 +4,8 @@ that is ``index: false`` (doc values kept) accepted where ``doc_values: false`` 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from es_rag.elasticsearch.assets import registry_mapping_request
@@ -147,3 +149,42 @@ def test_asset_version_13_adds_the_page_fields_to_an_older_chunk_index() -> None
         status == 400
         and answer["error"]["reason"] == "mapper [page_start] cannot be changed from type [integer] to [keyword]"
     )
+
+
+@pytest.mark.parametrize(
+    "update, reason",
+    [
+        (
+            {"retired": {"type": "keyword", "index": False}},
+            "Mapper for [retired] conflicts with existing mapper:\n\tCannot update parameter [index] from [true] to "
+            "[false]",
+        ),
+        (
+            {"retired": {"type": "keyword", "doc_values": False, "store": True}},
+            "Mapper for [retired] conflicts with existing mapper:\n\tCannot update parameter [doc_values] from [true] "
+            "to [false]\n\tCannot update parameter [store] from [false] to [true]",
+        ),
+    ],
+)
+def test_put_mapping_refuses_a_parameter_change_of_the_same_type(update: dict[str, Any], reason: str) -> None:
+    """``FieldMapper.Conflicts``: a parameter that is not ``updateable()`` cannot change on a live field, even with its
+    type kept (``FieldMapper.merge`` -> ``Parameter.merge`` -> ``conflicts.addConflict(name, existing, toMerge)``,
+    then ``Conflicts.check``: "Mapper for [f] conflicts with existing mapper:" and one line per parameter). The
+    double compared types only, so a future asset edit of this kind would have passed here and failed on a cluster
+    (issue 43, item 4)."""
+    cluster = StrictCluster()
+    index = _registry_of_asset_version_9(cluster)
+    assert cluster.handle("PUT", f"/{index}/_mapping", "", registry_mapping_request(S).body, {})[0] == 200
+    status, answer = cluster.handle("PUT", f"/{index}/_mapping", "", {"properties": update}, {})
+    assert status == 400 and answer["error"]["type"] == "illegal_argument_exception"
+    assert answer["error"]["reason"] == reason
+
+
+def test_put_mapping_accepts_what_is_updateable_and_the_same_mapping_again() -> None:
+    cluster = StrictCluster()
+    index = _registry_of_asset_version_9(cluster)
+    body = registry_mapping_request(S).body
+    assert cluster.handle("PUT", f"/{index}/_mapping", "", body, {})[0] == 200
+    assert cluster.handle("PUT", f"/{index}/_mapping", "", body, {})[0] == 200  # setup again: nothing changes
+    ignore = {"properties": {"retired": {"type": "keyword", "ignore_above": 256, "meta": {"unit": "key"}}}}
+    assert cluster.handle("PUT", f"/{index}/_mapping", "", ignore, {})[0] == 200  # updateable parameters

@@ -54,6 +54,7 @@ from tests.support.double.mapping import (
     Analysis,
     Mapping_,
     flatten_settings,
+    merge_conflicts,
     merge_mappings,
     parse_mapping,
     validate_document,
@@ -1341,7 +1342,9 @@ class StrictCluster:
     def _put_mapping(self, names: list[str], body: Any, p: Principal | None) -> Response:
         """``PUT <index>/_mapping`` (``TransportPutMappingAction``, ``MapperService.merge``): new fields are added and
         ``_meta`` replaced; a field cannot change its type ("mapper [f] cannot be changed from type [a] to [b]",
-        ``FieldMapper.checkIncomingMergeType``); what a live index's mapping refuses at creation it refuses here."""
+        ``FieldMapper.checkIncomingMergeType``) nor, keeping it, a parameter that is not updateable
+        (:func:`~tests.support.double.mapping.merge_conflicts`); what a live index's mapping refuses at creation it
+        refuses here."""
         self._require_index(p, "indices:admin/mapping/put", names)
         if not isinstance(body, Mapping) or not body:
             raise EsError(
@@ -1365,6 +1368,15 @@ class StrictCluster:
                         "illegal_argument_exception",
                         f"mapper [{fname}] cannot be changed from type [{old.get('type')}] to [{spec.get('type')}]",
                         source="server/src/main/java/org/elasticsearch/index/mapper/FieldMapper.java",
+                    )
+                conflicts = merge_conflicts(fname, old, spec) if isinstance(old, Mapping) else []
+                if conflicts and isinstance(spec, Mapping):
+                    # FieldMapper.Conflicts.check: one message listing every conflicting parameter of the field
+                    raise EsError(
+                        400,
+                        "illegal_argument_exception",
+                        f"Mapper for [{fname}] conflicts with existing mapper:\n\t" + "\n\t".join(conflicts),
+                        source="server/src/main/java/org/elasticsearch/index/mapper/FieldMapper.java (Conflicts)",
                     )
             merged = merge_mappings([current, body])
             state.mapping = parse_mapping(

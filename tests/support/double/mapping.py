@@ -509,6 +509,50 @@ class Mapping_:
         return copy.deepcopy(self.raw)
 
 
+UPDATEABLE_PARAMETERS = frozenset({"meta", "ignore_above", "search_analyzer", "search_quote_analyzer", "fields",
+                                   "properties", "dynamic", "copy_to"})  # fmt: skip
+"""Parameters a ``PUT _mapping`` may change on a live field (``FieldMapper.Parameter.updateable()``: keyword's
+``ignore_above``, text's ``search_analyzer`` / ``search_quote_analyzer``, every mapper's ``meta``; ``fields``,
+``properties`` and ``copy_to`` merge, checked member by member). Every other parameter is fixed once mapped."""
+PARAMETER_DEFAULTS: dict[str, Any] = {"index": True, "doc_values": True, "store": False, "norms": True}
+"""Defaults of the common parameters: a parameter left out of an update is merged as its default
+(``FieldMapper.Builder.merge`` starts from a fresh builder), so leaving out one set to another value conflicts too."""
+
+
+def _java(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def merge_conflicts(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What ``PUT _mapping`` refuses when ``new`` is merged into the live field ``old`` of the same type, as
+    ``FieldMapper.Conflicts`` words it (``Cannot update parameter [p] from [a] to [b]``), multi-fields and object
+    properties checked member by member (``FieldMapper.merge``, ``ObjectMapper.merge``).
+
+    Args:
+        name: The field's full name.
+        old: Its live mapping.
+        new: The update's mapping of it.
+    """
+    out: list[str] = []
+    for key in sorted((set(old) | set(new)) - UPDATEABLE_PARAMETERS - {"type"}):
+        if key in old and key in new:
+            before, after = old[key], new[key]
+        elif key in PARAMETER_DEFAULTS:
+            before, after = old.get(key, PARAMETER_DEFAULTS[key]), new.get(key, PARAMETER_DEFAULTS[key])
+        else:
+            continue  # a default the double does not know (GET _mapping fills dense_vector's): not compared
+        if before != after:
+            out.append(f"Cannot update parameter [{key}] from [{_java(before)}] to [{_java(after)}]")
+    for group in ("fields", "properties"):
+        for sub, spec in (new.get(group) or {}).items():
+            live = (old.get(group) or {}).get(sub)
+            if isinstance(live, Mapping) and isinstance(spec, Mapping) and live.get("type") == spec.get("type"):
+                out.extend(merge_conflicts(f"{name}.{sub}", live, spec))
+    return out
+
+
 def merge_mappings(parts: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """Compose mappings in order (components in ``composed_of`` order, then the template's own), later wins
     (``MetadataIndexTemplateService.collectMappings`` + ``MapperService.merge``), properties merged deeply."""
