@@ -186,8 +186,10 @@ class ClusterAdmin(ClusterClient):
                 self.send(EsRequest("DELETE", path))
                 results.append({"request": f"DELETE {path}", "acknowledged": "obsolete es_rag component removed"})
         if create_indices:
+            existed = False
             for req in index_creation_requests(self.settings):
                 if self._index_exists(req.path):
+                    existed = True
                     results.append({"request": f"{req.method} {req.path}", "acknowledged": "exists"})
                     update = None  # the fields added since it was created
                     if req.path == self.settings.index_name("versions"):
@@ -208,7 +210,31 @@ class ClusterAdmin(ClusterClient):
                         continue
                     raise ClusterError(f"creating {req.path} failed: {error_reason(resp)}", status=400, response=resp)
                 results.append({"request": f"{req.method} {req.path}", "acknowledged": resp.get("acknowledged")})
+            if existed and not self.settings.index.generation:  # an upgrade: generations kept for a rollback too
+                results += self._update_other_generations()
         self._caps = None  # installed asset versions changed: the next probe must look again
+        return results
+
+    def _update_other_generations(self) -> list[dict[str, Any]]:
+        """The fields of later asset versions, added to every generation's indices, not only to those behind the
+        names: a generation kept for ``reindex --rollback`` is served again as it is, and a strict mapping without
+        them would refuse the chunks written after the rollback (``PUT <index>/_mapping`` per index,
+        ``MapperService.merge``; the fields it has already are the same, so nothing else changes)."""
+        from es_rag.elasticsearch.aliases import layout_request, parse_layout
+
+        layout = parse_layout(self.send(layout_request(self.settings)), self.settings)
+        live = layout.live_generation(self.settings)
+        results = []
+        for generation, roles in sorted(layout.generations.items()):
+            if generation == live:
+                continue  # updated through the names above
+            settings = self.settings.replace(index_generation=generation)
+            for role in sorted(roles):
+                update = (
+                    registry_mapping_request(settings) if role == "versions" else added_fields_request(settings, role)
+                )
+                resp = self.send(update)
+                results.append({"request": f"{update.method} {update.path}", "acknowledged": resp.get("acknowledged")})
         return results
 
     def preflight(self) -> list[str]:

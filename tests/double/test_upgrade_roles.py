@@ -150,3 +150,29 @@ def test_the_double_takes_an_index_action_as_a_privilege_as_elasticsearch_does()
         "indices:admin/delete": False,
         "manage": False,
     }
+
+
+def test_setup_updates_the_generation_a_rollback_serves_too() -> None:
+    """Item 3: setup added the page fields only to the indices behind the names; a generation kept for
+    ``reindex --rollback`` kept its old strict mapping and refused PDF chunks once served again."""
+    from es_rag.reindex import EsGenerations
+
+    cluster = _deployment(13)
+    admin = strict_backend(S, cluster, basic_auth=("admin", "pw"))[0]
+    generations = EsGenerations(admin)
+    for generation in ("g1", "g2"):
+        generations.open_new(S, generation)
+        generations.swap(generation, migrate=True)
+    for generation in ("g1", "g2"):  # both made before asset version 13
+        for role in ("chunks", "parents"):
+            mapping = cluster.indices[f"{S.index.prefix}-{role}-{generation}"].mapping
+            for name in PAGE_FIELDS:
+                mapping.fields.pop(name, None)
+                mapping.raw.get("properties", {}).pop(name, None)
+    done = [r["request"] for r in _as(cluster, "setup").setup()]
+    assert f"PUT {S.index.prefix}-chunks-g1/_mapping" in done and f"PUT {S.index.prefix}-parents-g1/_mapping" in done
+    generations.swap("g1")  # the rollback
+    chunker = StructureChunker(WordTokenizer(), max_tokens=30, overlap=0)
+    report = ingest_documents([_pdf_doc()], chunker=chunker, embedder=RandomEmbedder(), backend=_as(cluster, "ingest"))
+    assert report.failed == [] and report.chunks > 0
+    assert any(d.get("page_start") is not None for d in cluster.docs(f"{S.index.prefix}-chunks-g1").values())

@@ -738,9 +738,12 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     registry = SETTINGS.index_name("versions")
     for name in (registry, SETTINGS.chunk_index, SETTINGS.parent_index):
         node.route("PUT", f"{name}/_mapping", (200, {"acknowledged": True}))
+    layout = {SETTINGS.chunk_index: {"aliases": {}}, SETTINGS.parent_index: {"aliases": {}}, registry: {"aliases": {}}}
+    node.route("GET", ".*/_alias", (200, layout))  # the legacy layout: no other generation to update
     results = backend.setup()
     assert not node.calls("PUT", SETTINGS.chunk_index) and not node.calls("PUT", SETTINGS.parent_index)
     assert [r["acknowledged"] for r in results[-6:]] == ["exists", True, "exists", True, "exists", True]
+    assert len(node.calls("GET", ".*/_alias")) == 1
     # an existing registry gains the fields added since it was created (asset version 10: retired; 11: digests)
     (update,) = node.calls("PUT", f"{registry}/_mapping")
     assert (
