@@ -29,6 +29,7 @@ from es_rag.es_request import EsRequest
 from es_rag.filters import SearchFilter
 from es_rag.ingest import SourceDoc, ingest_documents
 from es_rag.pipeline import RagPipeline
+from es_rag.reindex import EsGenerations
 from es_rag.settings import Settings
 from tests.support.corpus import DIMS, RandomEmbedder, WordTokenizer, random_corpus
 from tests.support.double.client import strict_backend
@@ -125,7 +126,17 @@ def test_each_role_runs_its_operation_after_setup_by_the_setup_role(asset_versio
 
     reindex = _as(cluster, "reindex")
     assert reindex.privileges()["reindex"] == "ok"
-    reindex.setup()  # the reindex role holds setup's privileges too (it sets up each new generation)
+    generations = EsGenerations(reindex)
+    generations.preflight()
+    new = generations.open_new(S, "g1")  # setup of the new generation, then its ingest, then the swap
+    report = ingest_documents([_pdf_doc("v3")], chunker=chunker, embedder=RandomEmbedder(), backend=new)
+    assert report.failed == []
+    generations.swap("g1", migrate=True)
+    cluster.refresh_all()
+    hits = RagPipeline(search, embedder=RandomEmbedder(), settings=S, tokenizer=WordTokenizer()).search(
+        "wipe token", SearchFilter("acme")
+    )
+    assert {h.source_version for h in hits.candidates if h.source_id == "manual.pdf"} == {"v3"}
 
 
 def test_privileges_predict_the_setup_outcome_for_a_role_without_the_mapping_action() -> None:
@@ -155,8 +166,6 @@ def test_the_double_takes_an_index_action_as_a_privilege_as_elasticsearch_does()
 def test_setup_updates_the_generation_a_rollback_serves_too() -> None:
     """Item 3: setup added the page fields only to the indices behind the names; a generation kept for
     ``reindex --rollback`` kept its old strict mapping and refused PDF chunks once served again."""
-    from es_rag.reindex import EsGenerations
-
     cluster = _deployment(13)
     admin = strict_backend(S, cluster, basic_auth=("admin", "pw"))[0]
     generations = EsGenerations(admin)
