@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -121,7 +122,10 @@ SEARCH_SCOPE: Scope = {
 _GROUPS: dict[str, type[Group]] = {g.NAME: g for g in GROUPS}
 
 
+@functools.cache
 def _hints(cls: type[Group]) -> dict[str, Any]:
+    # once per settings group and process: get_type_hints evaluates every annotation string again on each call, and
+    # building the parser called it 469 times (90% of build_parser, about 0.14 s of each CLI start, profiled)
     return typing.get_type_hints(cls)
 
 

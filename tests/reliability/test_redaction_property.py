@@ -140,7 +140,7 @@ def test_no_password_in_the_library_outputs(password: str, caplog: pytest.LogCap
         assert_clean(redact(text), password, "redact")
 
 
-@settings(max_examples=220, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(password=PASSWORDS, command=st.sampled_from(sorted(COMMANDS)))
 def test_no_password_in_any_command_output(
     password: str,
@@ -149,7 +149,7 @@ def test_no_password_in_any_command_output(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every command that takes --es (each drawn about 20 times), and doctor --json reading ES_URL."""
+    """Every command that takes --es (each drawn about 90 times), and doctor --json reading ES_URL."""
     url = with_password(REFUSED, password)
     capsys.readouterr()
     main(argv(command, inputs, url))
