@@ -52,6 +52,7 @@ from typing import Any
 from xml.parsers import expat
 
 from es_rag.errors import InputError
+from es_rag.ingest.odf_package import missing_parts, without_missing_parts
 
 OFFICE_SUFFIXES = {".docx": "docx", ".odt": "odt"}
 """File suffix -> ``kind`` of :func:`extract_office`."""
@@ -66,6 +67,7 @@ _LEFT_OUT = {  # counts key -> what, and a note for the warning
     "note": ("footnote/endnote", ""),
     "comment": ("comment", ""),
     "equation": ("equation", ""),
+    "missing part": ("listed part", " (in the manifest, not in the package: read without them, as LibreOffice does)"),
 }
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _NEWLINE_RE = re.compile(r"\r\n?|[\u2028\u2029]")
@@ -180,6 +182,9 @@ def _read(data: bytes, name: str, kind: str, label: str, counts: Counter[str]) -
     from odf import dc, office
     from odf.opendocument import load
 
+    missing = missing_parts(manifest, names) if manifest else []
+    if missing:  # listed, absent: LibreOffice opens such a package, odfpy stops at the first (odf_package.py)
+        data, counts["missing part"] = without_missing_parts(data, missing), len(missing)
     document = load(io.BytesIO(data))
     bodies = document.getElementsByType(office.Text)  # (its .text is wrong when content.xml is indented)
     if not bodies:

@@ -478,3 +478,48 @@ def test_chunks_of_the_markdown_keep_lineage_and_headings(word: OfficeText, stra
     table = [c for c in chunks if "| wide |" in c.text and c.kind == "child"]
     assert table and all(c.heading_path == ("The Guide", "Install", "Tables") for c in table)
     assert not any("# not a heading" in p for path in paths for p in path)
+
+
+# Debian's live-manual.en.odt (package live-manual-odf 2:20151217.2): its META-INF/manifest.xml, verbatim, lists three
+# parts its ZIP does not hold (Thumbnails/thumbnail.png, layout-cache, Configurations2/accelerator/current.xml). The
+# manifest is the file's only real-world part kept here; the body is this test's own.
+LIVE_MANUAL_MANIFEST = (
+    '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:'
+    'manifest:1.0" manifest:version="1.2">  <manifest:file-entry manifest:media-type="application/vnd.oasis.opendocum'
+    'ent.text" manifest:version="1.2" manifest:full-path="/"/>  <manifest:file-entry manifest:media-type="text/xml" '
+    'manifest:full-path="styles.xml"/>  <manifest:file-entry manifest:media-type="text/xml" manifest:full-path="conte'
+    'nt.xml"/>    <manifest:file-entry manifest:media-type="" manifest:full-path="Pictures/bullet_09.png"/>  <manifes'
+    't:file-entry manifest:media-type="text/xml" manifest:full-path="meta.xml"/>  <manifest:file-entry manifest:media-'
+    'type="application/rdf+xml" manifest:full-path="manifest.rdf"/>  <manifest:file-entry manifest:media-type="image/p'
+    'ng" manifest:full-path="Thumbnails/thumbnail.png"/>  <manifest:file-entry manifest:media-type="application/binar'
+    'y" manifest:full-path="layout-cache"/>  <manifest:file-entry manifest:media-type="text/xml" manifest:full-path="s'
+    'ettings.xml"/>  <manifest:file-entry manifest:media-type="" manifest:full-path="Configurations2/accelerator/curre'
+    'nt.xml"/>  <manifest:file-entry manifest:media-type="application/vnd.sun.xml.ui.configuration" manifest:full-pat'
+    'h="Configurations2/"/></manifest:manifest>'
+)
+
+
+def test_a_debian_odt_whose_manifest_lists_parts_it_lacks_is_read() -> None:
+    """Issue 46, item 1: ``KeyError: "There is no item named 'Thumbnails/thumbnail.png' in the archive"`` from odfpy's
+    ``load``; LibreOffice opens the file, so es_rag reads it and says what the manifest listed in vain."""
+    import zipfile
+
+    from odf import text
+
+    base = odt_bytes(lambda doc: doc.text.addElement(text.P(text="Run lb clean before a new build.")))
+    parts: dict[str, bytes | str] = {}
+    with zipfile.ZipFile(io.BytesIO(base)) as z:
+        for name in z.namelist():
+            parts[name] = z.read(name)
+    parts = {n: c for n, c in parts.items() if not n.startswith(("Thumbnails/", "Configurations2/"))}
+    parts.update({"META-INF/manifest.xml": LIVE_MANUAL_MANIFEST, "Pictures/bullet_09.png": png(), "manifest.rdf": ""})
+    parts.setdefault("settings.xml", '<?xml version="1.0"?><office:document-settings xmlns:office="urn:oasis:names:tc:'
+                     'opendocument:xmlns:office:1.0" office:version="1.2"/>')  # fmt: skip
+    data = zip_bytes(parts)
+    from odf.opendocument import load
+
+    with pytest.raises(KeyError, match=r"Thumbnails/thumbnail\.png"):
+        load(io.BytesIO(data))  # the library alone, as before
+    got = extract_office(data, name="live-manual.en.odt", kind="odt")
+    assert got.text == "Run lb clean before a new build.\n"
+    assert any(w.startswith("3 listed parts skipped") for w in got.warnings), got.warnings
