@@ -170,10 +170,10 @@ def test_nothing_to_ingest_is_an_error_before_any_model_loads(
     model = ["--embedding-model", "nobody/no-such-model"]
     assert main(["ingest", str(tmp_path), "--tenant", "acme", *model]) == 1
     err = capsys.readouterr().err
-    assert "nothing to ingest (4 failed, 1 skipped)" in err
+    assert "nothing to ingest (3 failed, 2 skipped)" in err
     assert "c.doc: unsupported file type: .doc (Word 97-2003)" in err
     assert "a.docx: field " in err and "b.pdf: field " in err
-    assert "empty.md: field 'text': the file is empty" in err and "binary.txt: field 'encoding'" in err
+    assert "empty.md: empty file: nothing to index" in err and "binary.txt: field 'encoding'" in err  # skipped
     assert main(["ingest", str(tmp_path / "missing.md"), "--tenant", "acme", *model]) == 1
     assert "missing.md: field 'path': no such file" in capsys.readouterr().err
 
@@ -346,3 +346,28 @@ def test_latin_1_files_are_read_with_encoding_and_named_without(tmp_path: Path) 
     report = IngestReport()
     assert list(iter_files([tmp_path], tenant_id="t", acl=("public",), report=report, encoding="klingon")) == []
     assert report.failed[0]["reason"] == "unknown encoding 'klingon'"
+
+
+def test_an_empty_file_is_skipped_and_sync_still_knows_the_folder(
+    tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46, item 3: an empty ``__init__.py`` (26 of 201 under Debian's Python) made ingest exit 1, and
+    ``--sync`` then deleted nothing ("the folder's content is not known"). It is a skipped file now."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text('def wipe(token):\n    """Wipe the device with a token."""\n    return token\n')
+    (pkg / "old.py").write_text('def legacy():\n    """An old helper."""\n    return 1\n')
+    index = tmp_path / "idx"
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
+    args = ["ingest", str(pkg), "--tenant", "acme", "--index-dir", str(index), *model]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (
+        report["failed"] == []
+        and {"path": str(pkg / "__init__.py"), "reason": "empty file: nothing to index"} in (report["skipped"])
+    )
+    (pkg / "old.py").unlink()
+    assert main([*args, "--sync", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["source_id"] for r in report["removed"]] == ["old.py"]
