@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -122,11 +121,15 @@ SEARCH_SCOPE: Scope = {
 _GROUPS: dict[str, type[Group]] = {g.NAME: g for g in GROUPS}
 
 
-@functools.cache
+_HINTS: dict[type[Group], dict[str, Any]] = {}
+
+
 def _hints(cls: type[Group]) -> dict[str, Any]:
     # once per settings group and process: get_type_hints evaluates every annotation string again on each call, and
     # building the parser called it 469 times (90% of build_parser, about 0.14 s of each CLI start, profiled)
-    return typing.get_type_hints(cls)
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
