@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from es_rag.errors import ConfigError
-from es_rag.metadata import in_range, parse_instant, resolve_bound, within
+from es_rag.metadata import META, MetadataSchema, in_range, parse_instant, resolve_bound, within
 from es_rag.metadata.dates import render_bound
 
 EMBEDDED_QUERIES = ("term", "terms", "range", "exists", "bool", "match_all")
@@ -127,6 +127,49 @@ def query_matches(query: Mapping[str, Any], source: Mapping[str, Any], *, now_ms
     _only(f"range.{name}", arg, {"gt", "gte", "lt", "lte", "format", "time_zone", "boost", "relation", "_name"})
     bounds = {op: arg[op] for op in ("gt", "gte", "lt", "lte") if op in arg}
     return any(_in_range(s, bounds, now_ms) for s in stored)
+
+
+def query_fields(query: Mapping[str, Any]) -> list[str]:
+    """The field names a query clause reads, ``bool`` clauses searched through (what :func:`check_query_fields`
+    checks); a query type whose field is not a top key of its body (``match_all``, ``script``) names none.
+
+    Args:
+        query: One clause (:func:`query_clause`).
+    """
+    ((kind, spec),) = query.items()
+    if not isinstance(spec, Mapping):
+        return []
+    if kind == "bool":
+        out: list[str] = []
+        for key in ("must", "filter", "should", "must_not"):
+            got = spec.get(key) or []
+            for clause in got if isinstance(got, list) else [got]:
+                if isinstance(clause, Mapping) and len(clause) == 1:
+                    out += query_fields(clause)
+        return out
+    if kind == "exists":
+        return [str(spec["field"])] if "field" in spec else []
+    if kind in ("match_all", "match_none", "script", "nested", "has_child", "has_parent", "knn"):
+        return []
+    return [str(k) for k in spec if k not in _META_KEYS]
+
+
+def check_query_fields(queries: Sequence[Mapping[str, Any]], schema: MetadataSchema) -> None:
+    """Refuse a query filter on an undeclared metadata field (``meta.<name>``): in filter context a term on a field no
+    document has matches nothing, so a misspelt field would silently empty every search. A ``--filter``
+    expression on one is refused the same way (:meth:`~es_rag.metadata.MetadataSchema.field`).
+
+    Args:
+        queries: The clauses (:func:`query_clause`).
+        schema: The index's metadata fields.
+
+    Raises:
+        ConfigError: A ``meta.`` field the schema does not declare, named with the fields it does.
+    """
+    for query in queries:
+        for name in query_fields(query):
+            if name.startswith(f"{META}.") and name != META:
+                schema.field(name.removesuffix(".keyword"), where=f"query filter {json.dumps(query)[:200]}")
 
 
 def _bool(spec: Any, source: Mapping[str, Any], now_ms: int) -> bool:

@@ -265,17 +265,21 @@ def search_filter(args: argparse.Namespace, settings: Settings) -> Any:
     """
     from es_rag.filters import SearchFilter
     from es_rag.metadata import Validity, parse_filters
+    from es_rag.query_filters import check_query_fields
 
     as_of = getattr(args, "as_of", "now")
     given = getattr(args, "filters", []) or []
     queries = [g for g in given if g.lstrip().startswith("{")]  # a query in Elasticsearch's JSON (es_rag.query_filters)
-    return SearchFilter(
+    schema = settings.index.metadata_schema()
+    flt = SearchFilter(
         args.tenant,
         acl_groups(args.acl),
-        conditions=parse_filters([g for g in given if g not in queries], settings.index.metadata_schema()),
+        conditions=parse_filters([g for g in given if g not in queries], schema),
         validity=None if as_of == "any" else Validity(as_of),
         queries=tuple(queries),
     )
+    check_query_fields(flt.queries, schema)
+    return flt
 
 
 def add_sources(parser: argparse.ArgumentParser) -> None:

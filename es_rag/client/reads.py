@@ -61,18 +61,21 @@ class ClientReads:
     ) -> SearchFilter:
         from es_rag.filters import SearchFilter
         from es_rag.metadata import Validity, parse_filters
-        from es_rag.query_filters import is_query
+        from es_rag.query_filters import check_query_fields, is_query
 
         given = [filters] if isinstance(filters, str) or is_query(filters) else list(filters)
         queries: list[Any] = [f for f in given if not isinstance(f, str)]  # elasticsearch.dsl queries or their dicts
-        return SearchFilter(
+        schema = self._settings.index.metadata_schema()
+        flt = SearchFilter(
             _tenant(tenant),
             _groups(acl),
             dict(metadata or {}),  # type: ignore[arg-type]
-            conditions=parse_filters([f for f in given if isinstance(f, str)], self._settings.index.metadata_schema()),
+            conditions=parse_filters([f for f in given if isinstance(f, str)], schema),
             validity=None if as_of is None else Validity(as_of),
             queries=tuple(queries),
         )
+        check_query_fields(flt.queries, schema)
+        return flt
 
     def search(
         self,

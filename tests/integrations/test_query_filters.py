@@ -169,3 +169,28 @@ def test_the_cli_takes_a_query_as_json(
     bad = json.dumps({"match": {"text": "keys"}})
     assert main(["search", "keys", "--tenant", "acme", "--index-dir", idx, "--filter", bad, *model]) != 0
     assert "query filter 'match': the embedded backend evaluates" in capsys.readouterr().err
+    # issue 46, item 4: a query on an undeclared metadata field matched nothing and exited 0 with no evidence
+    unknown = json.dumps({"term": {"meta.nosuchfield": "abc"}})
+    assert main(["search", "keys", "--tenant", "acme", "--index-dir", idx, "--filter", unknown, *model]) == 2
+    assert "unknown metadata field 'meta.nosuchfield'; known: " in capsys.readouterr().err
+
+
+def test_a_query_on_an_undeclared_metadata_field_is_refused_like_an_expression(rag: RagClient) -> None:
+    """``filters=[{"term": {"meta.nosuch": "x"}}]`` gave 0 hits while ``nosuch=1`` raised: both raise now, naming the
+    declared fields; nested in a bool too, and through an ``elasticsearch.dsl`` query."""
+    for bad in (
+        {"term": {"meta.nosuch": "x"}},
+        {
+            "bool": {
+                "filter": [{"range": {"meta.published": {"gte": "2022"}}}],
+                "must_not": {"exists": {"field": "meta.nosuch"}},
+            }
+        },
+        Q("terms", **{"meta.nosuch": ["a", "b"]}),
+    ):
+        with pytest.raises(ConfigError, match=r"unknown metadata field 'meta\.nosuch'; known: .*published"):
+            rag.search("rotate signing keys", tenant="acme", filters=[bad])
+    with pytest.raises(ConfigError, match="unknown metadata field 'nosuch'"):
+        rag.search("rotate signing keys", tenant="acme", filters=["nosuch=1"])
+    ok = rag.search("rotate signing keys", tenant="acme", filters=[{"term": {"meta.doc_type": "runbook"}}])
+    assert ok.hits
