@@ -139,6 +139,8 @@ def extract_office(data: bytes, *, name: str, kind: str) -> OfficeText:
             raise InputError(name, "encryption", _ENCRYPTED)
         raise InputError(name, kind, f"not a {label}: an OLE compound file (a Word 97-2003 .doc?); save it as .{kind}")
     if not zipfile.is_zipfile(io.BytesIO(data)):
+        if data.startswith(b"PK"):  # the signature of a ZIP, whose directory (at its end) is missing
+            raise InputError(name, kind, f"a truncated or damaged {label}: its ZIP package has no central directory")
         raise InputError(name, kind, f"not a {label}: not a ZIP package (it starts with {data[:8]!r})")
     counts: Counter[str] = Counter()
     try:
