@@ -62,6 +62,10 @@ def print_sources_problems(report: Any) -> None:
             print(f"    {s['path']}: {s['reason']}", file=sys.stderr)
 
 
+_SAID = {"undecided": False}
+"""Explanations printed once a process (the demo prints several results)."""
+
+
 def print_result(result: Any) -> None:
     """A search result: status, hits, packed context, citations and the trace.
 
@@ -75,7 +79,8 @@ def print_result(result: Any) -> None:
     print(f"gate decision: {result.status_basis or result.trace.paths.get('gate', '-')}")
     if result.no_sufficient_evidence:
         print("(the calibrated gate found no hit good enough to answer from: answer 'not found', do not guess)")
-    elif result.status == "undecided":  # issue 31: every demo query said so, with no word of why
+    elif result.status == "undecided" and not _SAID["undecided"]:  # issue 31: say why; issue 46: once a process
+        _SAID["undecided"] = True
         print(
             "(undecided: the no-answer gate judges calibrated cross-encoder scores only; with no calibrated reranker "
             "the hits below are the best found, not a verdict that they answer. A reranker calibrated on your "
