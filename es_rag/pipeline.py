@@ -389,6 +389,14 @@ class RagPipeline:
         if not query or not query.strip():
             raise EsRagError("query: empty query")
         trace = Trace()
+        limit = getattr(self.tokenizer, "max_tokens", None)
+        if limit and len(query) > limit and (n := self.tokenizer.count(query)) > limit:  # (the length test is cheap)
+            # a pasted page: the embedding reads its first tokens, BM25 ORs every word; say so, never silently
+            trace.paths["query_length"] = (
+                f"warning: the query is {n} tokens; the embedding model reads its first {limit}, and BM25 matches any "
+                "of its words: ask a question, or search the passage's key terms"
+            )
+            log.warning("%s", trace.paths["query_length"])
         # Active-version snapshot (es_rag.versions.registry): every backend call below, in every retriever, serves only
         # the committed version of each source.
         flt = yield Io("snapshot_versions", (flt,))

@@ -190,7 +190,8 @@ def test_cli_reports_bad_files_and_indexes_the_good(tiny_bi_encoder, tmp_path, c
     assert rc == 1
     assert out["sources"] == 1 and out["indexed"] >= 2  # one child + one parent
     failed = {Path(f["document"]).name: f["field"] for f in out["failed"]}
-    assert failed == {"empty.md": "text", "latin1.txt": "encoding", "binary.md": "encoding"}
+    assert failed == {"latin1.txt": "encoding", "binary.md": "encoding"}
+    assert {"path": str(tmp_path / "empty.md"), "reason": "empty file: nothing to index"} in out["skipped"]  # issue 46
 
 
 def test_search_without_index_is_a_clear_error(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -132,3 +132,23 @@ def test_any_query_gives_a_result_or_a_clear_error(query: str, analyzer: Analyze
     assert set(result.channels) <= {"bm25", "dense", "exact"} and result.channels["dense"]  # kNN always answers
     # every analyzer's tokens are non-empty strings on their own, whatever the input
     assert all(t for t in get_analyzer(analyzer)(query))
+
+
+def test_a_query_longer_than_the_model_reads_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 46, item 10: a 10,000-character query got 6 hits from random words and no word of why."""
+
+    class Short(WordTokenizer):
+        max_tokens = 64
+
+    base = _PIPELINES[(Analyzer.STANDARD, "auto")]
+    pipe = RagPipeline(
+        BACKENDS[Analyzer.STANDARD], embedder=RandomEmbedder(), settings=base.settings, tokenizer=Short(),
+        reranker=OverlapReranker(),
+    )  # fmt: skip
+    long_query = " ".join(["engines"] * 2000)
+    with caplog.at_level("WARNING"):
+        result = pipe.search(long_query, SearchFilter(TENANT))
+    said = result.trace.paths["query_length"]
+    assert said.startswith("warning: the query is 2000 tokens; the embedding model reads its first 64")
+    assert any("the query is 2000 tokens" in r.getMessage() for r in caplog.records)
+    assert "query_length" not in pipe.search("Type S engines", SearchFilter(TENANT)).trace.paths
