@@ -129,3 +129,36 @@ def test_checkpoints_are_spaced_by_the_interval(chunker: Any, tmp_path: Path) ->
     )  # fmt: skip
     assert report.extra["checkpoints"] >= 1 and len(report.switched) == 8  # switched in the writer thread too
     assert sorted(s["source_id"] for s in report.switched) == [f"doc{i}" for i in range(8)]
+
+
+def test_the_cli_says_what_an_interrupted_ingest_kept_and_how_to_resume(
+    tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46, item 12: Ctrl-C printed only ``es-rag ingest: interrupted``."""
+    from es_rag.cli import main
+    from es_rag.cli.commands.ingest import interrupted_message
+    from es_rag.ingest import sources
+    from es_rag.ingest.report import IngestReport
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.md").write_text(f"# D{i}\n\nText of document {i}.\n")
+    real = sources.read_source
+
+    def ctrl_c_at_the_last(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.endswith("d2.md"):
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(sources, "read_source", ctrl_c_at_the_last)
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
+    code = main(["ingest", str(docs), "--tenant", "acme", "--index-dir", str(tmp_path / "idx"), *model])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert "es-rag ingest: interrupted: 0 sources kept in the embedded index" in err
+    assert "Run the same command again to resume" in err
+    report = IngestReport()
+    report.switched = [{"source_id": "a"}, {"source_id": "b"}]
+    report.unchanged = ["c"]
+    assert interrupted_message(report, True).startswith("es-rag ingest: interrupted: 3 sources kept in Elasticsearch")

@@ -129,12 +129,56 @@ def _ingest(
     index_dir: str | None,
     scopes: list[Any] | None,
 ) -> int:
-    from es_rag.ingest import ingest_sources
-    from es_rag.wiring import build_backend, build_embedder, cluster_settings
+    from es_rag.wiring import build_backend
 
     backend = build_backend(
         settings, es_url=args.es, index_dir=index_dir, **(connection_kwargs(args) if on_cluster else {})
     )
+    try:
+        _run_ingest(args, settings, docs, report, on_cluster, scopes, backend)
+    except KeyboardInterrupt:
+        print(interrupted_message(report, on_cluster), file=sys.stderr)
+        return 130
+    if not on_cluster:
+        backend.prepare_search()  # the analysed BM25 fields saved with the commit: the first search is not slowed
+        print(f"embedded index: {index_dir}", file=sys.stderr)
+    print_report(report, args.json)
+    left = [r["source_id"] for r in report.removed if any(r["remaining"].values())]
+    if left:
+        print(f"es-rag ingest: --sync: documents of {', '.join(left)} remain; run the ingest again", file=sys.stderr)
+    if scopes is not None:
+        return 1 if report.failed or left else 0
+    return 1 if report.failed or not report.sources else 0
+
+
+def interrupted_message(report: Any, on_cluster: bool) -> str:
+    """What an ingest stopped by Ctrl-C kept, and how to go on (issue 46: it said only ``interrupted``).
+
+    Args:
+        report: The run's report so far (the sources its checkpoints switched, those found unchanged).
+        on_cluster: Whether it wrote to Elasticsearch (else the embedded index).
+    """
+    kept = len({s["source_id"] for s in report.switched}) + len(report.unchanged)
+    where = "in Elasticsearch" if on_cluster else "in the embedded index (its last checkpoint's commit)"
+    return (
+        f"es-rag ingest: interrupted: {kept} source{'s' * (kept != 1)} kept {where}, each whole (new or unchanged); "
+        "a source cut by the interruption stays hidden, never served half. Run the same command again to resume: "
+        "the sources kept are not embedded again"
+    )
+
+
+def _run_ingest(
+    args: argparse.Namespace,
+    settings: Any,
+    docs: Any,
+    report: Any,
+    on_cluster: bool,
+    scopes: list[Any] | None,
+    backend: Any,
+) -> None:
+    from es_rag.ingest import ingest_sources
+    from es_rag.wiring import build_embedder, cluster_settings
+
     ingest_sources(
         docs,
         backend=backend,
@@ -155,13 +199,3 @@ def _ingest(
         progress=progress(),
     )
     backend.flush()
-    if not on_cluster:
-        backend.prepare_search()  # the analysed BM25 fields saved with the commit: the first search is not slowed
-        print(f"embedded index: {index_dir}", file=sys.stderr)
-    print_report(report, args.json)
-    left = [r["source_id"] for r in report.removed if any(r["remaining"].values())]
-    if left:
-        print(f"es-rag ingest: --sync: documents of {', '.join(left)} remain; run the ingest again", file=sys.stderr)
-    if scopes is not None:
-        return 1 if report.failed or left else 0
-    return 1 if report.failed or not report.sources else 0
