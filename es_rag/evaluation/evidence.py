@@ -346,7 +346,7 @@ def budget_curve(
         budgets: Token budgets.
         progress: Show a progress bar.
     """
-    from tqdm import tqdm
+    from es_rag.progress import tqdm
 
     spanned = [q for q in questions if q.spans]
     out = []

@@ -17,10 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from es_rag.cross_encoder.calibration import best_midpoint
 from es_rag.errors import ConfigError
+from es_rag.progress import tqdm
 from es_rag.settings import Settings
 
 

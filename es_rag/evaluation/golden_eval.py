@@ -49,9 +49,8 @@ def evaluate_golden(
         budgets: Token budgets of the coverage curve (:func:`es_rag.evaluation.evidence.budget_curve`); None or
             empty: no curve.
     """
-    from tqdm import tqdm
-
     from es_rag.evaluation.metrics import run_from_ids
+    from es_rag.progress import tqdm
     from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
 
     pipeline = evidence.memoised(pipeline)  # the curve re-runs the pipeline without searching again

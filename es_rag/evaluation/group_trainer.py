@@ -192,10 +192,10 @@ def train_groups(
     """
     import torch
     from sentence_transformers import CrossEncoder
-    from tqdm import tqdm
 
     from es_rag.encoders.device import resolve_device
     from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
+    from es_rag.progress import tqdm
 
     if not groups:
         raise InputError("train-reranker", "groups", "no training group (no question with a hard negative)")

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from es_rag.filters import SearchFilter
+from es_rag.progress import tqdm
 from es_rag.settings import Settings
 
 SCORE_TOLERANCE = 1e-6

@@ -129,7 +129,7 @@ def mine_groups(
         seed: Seed of the random order of unranked passages.
         progress: Show a progress bar.
     """
-    from tqdm import tqdm
+    from es_rag.progress import tqdm
 
     banned = set(forbidden)
     rng = random.Random(seed)

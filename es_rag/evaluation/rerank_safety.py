@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from es_rag.cross_encoder.calibration import ScoredQuery
 from es_rag.cross_encoder.fusion import (
     FUSION_FILE,
@@ -51,6 +49,7 @@ from es_rag.evaluation.metrics import (
     paired_bootstrap,
 )
 from es_rag.filters import SearchFilter
+from es_rag.progress import tqdm
 
 WEIGHTS = tuple(round(i * 0.05, 2) for i in range(21))
 """Reranker weights searched for ``rrf`` and ``interpolate`` (0 = the fused order, 1 = the reranker alone)."""

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from es_rag.errors import ClusterTimeout, ClusterUnreachable, ConfigError, EsRagError
 from es_rag.evaluation.beir import load_beir
@@ -56,6 +55,7 @@ from es_rag.evaluation.metrics import (
 )
 from es_rag.evaluation.native_check import native_vs_client
 from es_rag.filters import SearchFilter
+from es_rag.progress import tqdm
 from es_rag.settings import Settings
 
 DEPTH = 200

@@ -30,8 +30,7 @@ def run_variant(
         groups: Default ACL groups.
         progress: A progress bar with this label; None: none.
     """
-    from tqdm import tqdm
-
+    from es_rag.progress import tqdm
     from es_rag.stages.gate import NO_SUFFICIENT_EVIDENCE
 
     count = pipeline.pack_tokenizer().count

@@ -26,8 +26,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
 from es_rag.errors import ConfigError, InputError
@@ -47,6 +45,7 @@ from es_rag.ingest.switch import Done, Switcher
 from es_rag.ingest.writer import IndexWriter
 from es_rag.languages import document_language
 from es_rag.metadata import MetadataSchema
+from es_rag.progress import tqdm
 from es_rag.records import Chunk
 from es_rag.versions.registry import LineageListener
 from es_rag.versions.store import Pair

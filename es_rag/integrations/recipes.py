@@ -235,7 +235,7 @@ def _score(
     progress: bool,
 ) -> list[dict[str, Any]]:
     """One recipe's per-question rows: search, stuff within the budget, score the stuffed chunks."""
-    from tqdm import tqdm
+    from es_rag.progress import tqdm
 
     rows = []
     for q in tqdm(questions, desc=name, unit="q", disable=not progress):
