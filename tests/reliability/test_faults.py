@@ -74,7 +74,7 @@ def test_a_transport_timeout_becomes_a_cluster_error_without_hanging() -> None:
     t0 = time.perf_counter()
     with pytest.raises(ClusterTimeout, match="timed out"):
         pipe.search("sync error", SearchFilter("acme"))
-    assert time.perf_counter() - t0 < 5.0
+    assert time.perf_counter() - t0 < 60  # a hang guard: the timeout is raised at once, with no wait to time
     # the native search timed out: no re-send on the client path (the cluster may still be working on it), no
     # transport retry of a timeout either -- exactly one search
     searches = node.calls("POST", ".*/_(m)?search")
@@ -247,7 +247,7 @@ def test_a_reranker_slower_than_its_timeout_falls_back_and_search_returns_in_tim
 
     class Slow(OverlapReranker):
         def score(self, query: str, passages: Any) -> Any:
-            release.wait(5)
+            release.wait(120)  # far past the timeout: a search that waited for it would take two minutes
             return super().score(query, passages)
 
     s = Settings(
@@ -265,4 +265,4 @@ def test_a_reranker_slower_than_its_timeout_falls_back_and_search_returns_in_tim
     elapsed = time.perf_counter() - t0
     release.set()
     assert result.trace.paths["rerank"] == "fallback: fused order (reranker timed out after 0.2s)"
-    assert elapsed < 2.0
+    assert elapsed < 60  # returned in time, not after the reranker (no tight limit under load: issue 46, item 14)

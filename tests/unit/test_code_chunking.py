@@ -475,11 +475,25 @@ REAL_PY = _first(
 
 @pytest.mark.skipif(not REAL_PY, reason="no Debian Python sources on this machine")
 @pytest.mark.parametrize("path", REAL_PY)
-def test_real_python_files(chunker, path: str) -> None:  # type: ignore[no-untyped-def]
+def test_real_python_files(chunker, path: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The work is bounded, not the seconds (issue 46, item 14: a 5 s limit failed under load): the characters handed
+    to the tokenizer stay within 20 times the file's (inspect.py: 8.4x, textwrap.py: 9.1x), so a chunker that
+    re-tokenised a growing prefix per line, as a quadratic path would, fails here on any machine."""
     text = Path(path).read_text(encoding="utf-8")
-    start = time.perf_counter()
+    tok = chunker.tokenizer
+    seen = {"chars": 0}
+
+    def counted(fn):  # type: ignore[no-untyped-def]
+        def call(piece: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen["chars"] += len(piece)
+            return fn(piece, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(tok, "count", counted(tok.count))
+    monkeypatch.setattr(tok, "token_spans", counted(tok.token_spans))
     chunks = chunk(chunker, text, "python", path)
-    assert time.perf_counter() - start < 5
+    assert seen["chars"] <= 20 * len(text), (seen["chars"], len(text))
     _check_names(chunks, _python_names(text))
 
 
@@ -576,5 +590,5 @@ def test_a_runaway_parse_is_cancelled(chunker, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(code, "PARSE_SECONDS", 0.3)
     start = time.perf_counter()
     chunks = chunk(chunker, RUNAWAY_TSX, "tsx", "fuzz.tsx")
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 60  # a hang guard: the parse is cancelled after 0.3 s
     assert chunks and {c.heading_path[0] for c in chunks} == {"fuzz.tsx"}
