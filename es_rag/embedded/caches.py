@@ -65,11 +65,9 @@ def _sums(folder: Path, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _damaged(folder: Path, sums: Any) -> str | None:
+def _damaged(folder: Path, sums: dict[str, Any]) -> str | None:
     """The first file of a cache whose size or CRC-32 differs from its key file's record (or that is missing), else
-    None; a key file without the record (an older es_rag) counts as damaged under its own name."""
-    if not isinstance(sums, dict) or not sums:
-        return "the key file's checksums"
+    None."""
     for name, want in sums.items():
         path = folder / str(name)
         try:
@@ -105,7 +103,10 @@ def _usable(folder: Path, key_path: Path, saved: dict[str, Any] | None, key: dic
         return False
     if saved.get("empty"):
         return True
-    bad = _damaged(folder, saved.get("files"))
+    sums = saved.get("files")
+    if not isinstance(sums, dict) or not sums:
+        return False  # made by an es_rag that recorded no checksums: built again, without a word (not damage)
+    bad = _damaged(folder, sums)
     if bad is not None:
         log.warning(
             "%s",
