@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from es_rag.errors import ConfigError, InputError
+from es_rag.ingest.build_trees import BuildTree, build_tree
 from es_rag.ingest.formats import JSONL_FORMATS as JSONL_FORMATS  # re-exported, as the names below
 from es_rag.ingest.formats import MAX_FILE_BYTES as MAX_FILE_BYTES
 from es_rag.ingest.formats import PLAIN_NAMES as PLAIN_NAMES
@@ -206,8 +207,13 @@ def is_index_dir(path: Path) -> bool:
 
 def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report: IngestReport) -> list[Path]:
     out: list[Path] = []
+    builds: list[BuildTree] = []  # the generated documentation trees met so far (es_rag.ingest.build_trees)
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
+        found = build_tree(here, dirnames, filenames)
+        if found is not None:
+            builds.append(found)
+        inside = [b for b in builds if here == b.root or b.root in here.parents]
         keep = []
         for d in sorted(dirnames):
             full = here / d
@@ -220,6 +226,7 @@ def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report:
                 else "es_rag index folder"
                 if full.resolve() in excluded or is_index_dir(full)
                 else next((f"ignored by {name}" for name, spec in specs if spec.match_file(rel)), None)
+                or next((why for b in inside if (why := b.skips_dir(full))), None)
             )
             if reason is None:
                 keep.append(d)
@@ -229,7 +236,9 @@ def _walk(root: Path, specs: list[tuple[str, Any]], excluded: set[Path], report:
         for name in sorted(filenames):
             f = here / name
             rel = f.relative_to(root).as_posix()
-            ignored = next((f"ignored by {n}" for n, spec in specs if spec.match_file(rel)), None)
+            ignored = next((f"ignored by {n}" for n, spec in specs if spec.match_file(rel)), None) or next(
+                (why for b in inside if (why := b.skips_file(f))), None
+            )
             if name.startswith("."):
                 report.skipped.append({"path": str(f), "reason": "hidden file"})
             elif ignored:
