@@ -222,7 +222,13 @@ class ClusterAdmin(ClusterClient):
         ``MapperService.merge``; the fields it has already are the same, so nothing else changes)."""
         from es_rag.elasticsearch.aliases import layout_request, parse_layout
 
-        layout = parse_layout(self.send(layout_request(self.settings)), self.settings)
+        request = layout_request(self.settings)
+        try:
+            layout = parse_layout(self.send(request), self.settings)
+        except ConfigError as exc:  # a name over several indices, not made by es_rag: its indices are left alone
+            return [
+                {"request": f"{request.method} {request.path}", "acknowledged": f"other generations not updated: {exc}"}
+            ]
         live = layout.live_generation(self.settings)
         results = []
         for generation, roles in sorted(layout.generations.items()):
