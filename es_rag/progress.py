@@ -9,12 +9,14 @@ Every progress bar of es_rag comes from :func:`tqdm` here, which takes tqdm's ow
 from __future__ import annotations
 
 import sys
+import time
 from typing import IO, Any
 
 from tqdm import tqdm as _tqdm
 
 LOG_INTERVAL_S = 30.0
 """Seconds between two progress lines in a log, and before the first."""
+_clock = time.monotonic
 
 
 class _Lines:
@@ -36,6 +38,26 @@ class _Lines:
         return False
 
 
+class _LogBar(_tqdm):  # type: ignore[misc]
+    """tqdm writing at most one line every :data:`LOG_INTERVAL_S`, the first once that much time has passed, and the
+    last at the end of a run that wrote any: ``refresh()`` calls and growing totals draw nothing in between."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._logged_at: float | None = None
+        self._born = _clock()
+        super().__init__(*args, **kwargs)
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        now = _clock()
+        if self.disable:  # tqdm.close() sets it before its last display
+            return bool(self._logged_at is not None and super().display(msg, pos))
+        since = self._born if self._logged_at is None else self._logged_at
+        if now - since < LOG_INTERVAL_S:
+            return True
+        self._logged_at = now
+        return bool(super().display(msg, pos))
+
+
 def tqdm(*args: Any, **kwargs: Any) -> Any:
     """``tqdm.tqdm(*args, **kwargs)``, in log form (module docstring) when its stream is not a terminal.
 
@@ -45,9 +67,8 @@ def tqdm(*args: Any, **kwargs: Any) -> Any:
     """
     stream = kwargs.get("file") or sys.stderr
     isatty = getattr(stream, "isatty", None)
-    if not (callable(isatty) and isatty()):
-        kwargs.setdefault("mininterval", LOG_INTERVAL_S)
-        kwargs.setdefault("delay", LOG_INTERVAL_S)
-        kwargs["maxinterval"] = max(float(kwargs.get("maxinterval", 0.0)), 2 * LOG_INTERVAL_S)
-        kwargs["file"] = _Lines(stream)
-    return _tqdm(*args, **kwargs)
+    if callable(isatty) and isatty():
+        return _tqdm(*args, **kwargs)
+    kwargs.setdefault("mininterval", min(LOG_INTERVAL_S, 1.0))
+    kwargs["file"] = _Lines(stream)
+    return _LogBar(*args, **kwargs)

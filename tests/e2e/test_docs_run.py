@@ -44,7 +44,12 @@ def test_bash_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     proc = subprocess.run(
         # a deadline only a hang reaches (issue 46, item 14: 900 s failed at load 10 on 2 cores): how long the block
         # takes belongs to benchmarks, not to this test
-        ["bash", "-euo", "pipefail", "-c", block.text], cwd=repo, env=env, capture_output=True, text=True, timeout=3600
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     assert proc.returncode == 0, f"{block.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from es_rag import RagClient
-from es_rag.errors import EsRagError, MissingDependencyError
+from es_rag.errors import ConfigError, EsRagError, MissingDependencyError
 from es_rag.integrations import RetrievalScope
 from es_rag.integrations._common import retrieve
 from tests.support.doc_blocks import ROOT
@@ -76,7 +76,9 @@ def test_a_hit_of_another_tenant_is_refused_not_handed_on(
 
 def test_the_scope_keeps_acl_order_without_repeats_and_a_string_is_one_group() -> None:
     assert RetrievalScope.of("acme", "support").acl == ("support",)
-    assert RetrievalScope.of("acme", ["b", "a", "b", " "]).acl == ("b", "a")
+    assert RetrievalScope.of("acme", ["b", "a", "b"]).acl == ("b", "a")
+    with pytest.raises(ConfigError, match="acl: missing or empty"):  # one rule for names (issue 43): not dropped
+        RetrievalScope.of("acme", ["b", " "])
     assert RetrievalScope.of("acme", None).acl == ()
     scope = RetrievalScope.of("acme", (), {"lang": "en"})
     assert scope.metadata == {"lang": ("en",)}

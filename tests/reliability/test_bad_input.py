@@ -52,9 +52,10 @@ def _write_corpus(d: Path) -> tuple[list[Path], dict[str, str], set[str]]:
         ).encode(),
         "longline.txt": (" ".join(["token"] * 20_000)).encode(),
         "docs.jsonl": ("\n".join([json.dumps(r) for r in GOOD_JSONL] + [raw for raw, _ in BAD_JSONL]) + "\n").encode(),
-        # bad
+        # skipped: nothing to index (issue 46: an empty file is no failure)
         "empty.md": b"",
         "blank.txt": b"  \n\t\n",
+        # bad
         "binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),
         "latin1.txt": "caf\u00e9 cr\u00e8me".encode("latin-1"),
         "mixed.md": "# \u65e5\u672c\u8a9e\n\n".encode() + "r\u00e9sum\u00e9 \u2013 cp1252".encode("cp1252"),
@@ -68,8 +69,6 @@ def _write_corpus(d: Path) -> tuple[list[Path], dict[str, str], set[str]]:
     with open(big, "wb") as fh:  # sparse: 50 MB + 1 byte without writing it
         fh.truncate(MAX_FILE_BYTES + 1)
     expected = {
-        str(d / "empty.md"): "text",
-        str(d / "blank.txt"): "text",
         str(d / "binary.md"): "encoding",
         str(d / "latin1.txt"): "encoding",
         str(d / "mixed.md"): "encoding",
@@ -106,7 +105,9 @@ def test_a_bulk_run_reports_every_bad_document_and_indexes_every_good_one(
 
     got = {f["document"]: f["field"] for f in report.failed}
     assert got == expected, {k: v for k, v in got.items() if expected.get(k) != v}
-    assert len(report.failed) == len(expected) == 19  # one row each, none twice
+    assert len(report.failed) == len(expected) == 17  # one row each, none twice
+    empty = {str(tmp_path / n) for n in ("empty.md", "blank.txt")}
+    assert {s["path"] for s in report.skipped if s["reason"] == "empty file: nothing to index"} == empty
     assert all(f["reason"] for f in report.failed)
     assert report.sources == len(good) == 9
     if backend_kind == "embedded":

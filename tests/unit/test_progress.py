@@ -21,10 +21,13 @@ class Clock:
 def test_a_long_run_without_a_terminal_logs_a_line_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
     monkeypatch.setattr("tqdm.std.time", clock)  # tqdm reads its clock through this name
+    monkeypatch.setattr(progress, "_clock", clock)
     log = io.StringIO()
-    bar = progress.tqdm(total=100, desc="embed+index", unit="chunk", file=log)
+    bar = progress.tqdm(total=0, desc="embed+index", unit="chunk", file=log)
     for _ in range(100):
         clock.now += 1.0  # 100 s of work
+        bar.total += 1  # a total that grows as documents are read, redrawn each time (as ingest does)
+        bar.refresh()
         bar.update(1)
     bar.close()
     lines = log.getvalue().splitlines()
@@ -35,6 +38,12 @@ def test_a_long_run_without_a_terminal_logs_a_line_every_interval(monkeypatch: p
 
 def test_a_short_run_without_a_terminal_prints_nothing() -> None:
     log = io.StringIO()
+    bar = progress.tqdm(total=0, desc="embed+index", unit="chunk", file=log)
+    for _ in range(50):
+        bar.total += 1
+        bar.refresh()
+        bar.update(1)
+    bar.close()
     for _ in progress.tqdm(range(50), desc="golden", unit="q", file=log):
         pass
     assert log.getvalue() == ""
