@@ -59,9 +59,12 @@ mutation: install-dev
 
 ## The shipped English cross-encoder (es_rag/models/reranker-en, docs/reranker.md): all-MiniLM-L6-v2 trained listwise
 ## on SQuADShifts Amazon and Reddit questions (../shared/eval/rerank-train-en), one hour on 2 CPU cores (a GPU when
-## there is one), exported as int8 ONNX. Resumes from .es_rag/reranker-en-train when interrupted.
+## there is one), exported as int8 ONNX. Resumes from .es_rag/reranker-en-train when interrupted. The shipped fusion
+## (es_rag_fusion.json: how the model's order meets the fused one) is kept across the rebuild; it was chosen by the
+## answer-coverage sweep in docs/reranker.md, which a retrained model should be measured with again.
 SHARED ?= ../shared
 reranker-en: install-dev
+	mkdir -p .es_rag && cp es_rag/models/reranker-en/es_rag_fusion.json .es_rag/reranker-en-fusion.json
 	$(BIN)/es-rag train-reranker \
 	  --squad $(SHARED)/eval/rerank-train-en/amazon_reviews_v1.0.json \
 	  --squad $(SHARED)/eval/rerank-train-en/reddit_v1.0.json \
@@ -69,6 +72,7 @@ reranker-en: install-dev
 	  --time-budget 62 --train-questions 6000 --eval-questions 50 --eval-every 1000 \
 	  --out .es_rag/reranker-en-train --ship es_rag/models/reranker-en \
 	  --licence "weights: Apache-2.0 (all-MiniLM-L6-v2 base); trained on SQuADShifts (CC BY 4.0: Miller, Krauth, Recht, Schmidt, ICML 2020)"
+	cp .es_rag/reranker-en-fusion.json es_rag/models/reranker-en/es_rag_fusion.json
 
 clean:
 	rm -rf $(VENV) spec/node_modules spec/generated .es_rag build dist

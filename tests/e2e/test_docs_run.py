@@ -65,8 +65,8 @@ def test_long_block_commands_parse(block: Block) -> None:
             build_parser().parse_args(argv[1:])  # exits 2 on an option today's CLI does not have
         elif argv[0] == "make":
             assert set(argv[1:]) <= targets, (block.name, argv)
-        elif argv[0] == "python" and argv[1].startswith("scripts/"):
-            assert (ROOT / argv[1]).is_file(), (block.name, argv)  # a script of this repository
+        elif argv[0] == "python" and argv[1].startswith(("scripts/", "benchmarks/")):
+            assert (ROOT / argv[1]).is_file(), (block.name, argv)  # a script or benchmark of this repository
         else:
             pytest.fail(f"{block.name}: unexpected command {argv[0]!r} in a long block")
 

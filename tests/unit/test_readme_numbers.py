@@ -127,3 +127,31 @@ def test_the_coverage_tables_of_the_evaluation_doc_are_their_reports() -> None:
         for p in point:
             cells += [f"{p['answer_coverage']:.4f}", f"{p['answer_whole']:.4f}", f"{round(p['context_tokens'])}"]
         assert f"| {' | '.join(cells)} |" in section, budget
+
+
+def test_the_reranker_coverage_table_is_its_report() -> None:
+    """docs/reranker.md's answer-coverage table (issue 42): each row's coverage and context tokens are the report's,
+    and the shipped fusion file holds the row marked as the default."""
+    doc = (ROOT / "docs" / "reranker.md").read_text(encoding="utf-8")
+    report = json.loads((ROOT / "reports" / "rag-en-train-reranker" / "result.json").read_text(encoding="utf-8"))
+    methods, weights, fused = report["runs"]
+    measured = {"no reranker": fused["overall"]}
+    for v in methods["variants"][1:]:
+        measured[v["changes"]["rerank_fusion"]] = v["overall"]
+    measured["interpolate, weight 0.5"] = methods["variants"][3]["overall"]
+    for v in weights["variants"][1:]:
+        measured[f"interpolate, weight {v['changes']['rerank_fusion_weight']}"] = v["overall"]
+    labels = {
+        "no reranker": "no reranker: the fused order",
+        "replace": "shipped model, `replace`",
+        "rrf": "shipped model, `rrf`",
+        **{k: f"shipped model, `interpolate`, weight {k.split()[-1]}" for k in measured if "weight" in k},
+    }
+    for key, label in labels.items():
+        row = next(line for line in doc.splitlines() if line.startswith("| ") and label in line)
+        cells = [c.strip(" *") for c in row.split("|")[1:-1]]
+        assert float(cells[1]) == measured[key]["answer_coverage"], (key, row)
+        assert abs(float(cells[2]) - measured[key]["context_tokens"]) < 1, (key, row)
+    shipped = json.loads((ROOT / "es_rag" / "models" / "reranker-en" / "es_rag_fusion.json").read_text())
+    default_row = next(line for line in doc.splitlines() if "(the default, `es_rag_fusion.json`)" in line)
+    assert f"`{shipped['method']}`, weight {shipped['weight']}" in default_row
