@@ -8,7 +8,7 @@ import tempfile
 from typing import Any
 
 from es_rag.cli.options import POST_RETRIEVAL, add_json, add_settings, settings_from_args
-from es_rag.cli.render import print_json, print_result, progress
+from es_rag.cli.render import print_json, print_result, progress, terminal
 
 GOLDEN_FILE = "golden.jsonl"
 """The sample corpus's golden set (the manifest's queries and expected sources in the golden format)."""
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         docs, queries = load_manifest(SAMPLE_DIR, report)
         say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
         say(f"es-rag demo: {len(docs)} sample documents -> embedded index {index_dir}")
-        embedder = build_embedder(settings, show_progress=progress())
+        embedder = build_embedder(settings, show_progress=terminal())
         say(f"embedding model: {embedder.version} ({embedder.dims} dims)")
         backend = build_backend(settings, index_dir=index_dir)
         ingest_documents(

@@ -20,7 +20,7 @@ from es_rag.cli.options import (
     settings_from_args,
     uses_cluster,
 )
-from es_rag.cli.render import print_json, progress, waiting
+from es_rag.cli.render import print_json, terminal, waiting
 from es_rag.errors import EsRagError
 
 HELP = "blue-green reindex: build a new generation from the sources, evaluate it, swap atomically; roll back; clean up"
@@ -218,7 +218,7 @@ def _build(args: argparse.Namespace, settings: Any, store: Any, *, on_cluster: b
 
     def embedder() -> Any:
         if not model:
-            model.append(build_embedder(base, show_progress=progress()))
+            model.append(build_embedder(base, show_progress=terminal()))
         return model[0]
 
     result = build_generation(
