@@ -10,6 +10,7 @@ live cluster the way ``es-rag ingest`` does.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -90,7 +91,7 @@ def build_index(
             batch_size=64,
             device=settings.encoder.device,
             precision=settings.encoder.precision,
-            show_progress=progress,
+            show_progress=progress and sys.stderr.isatty(),  # its own bar redraws with \r: a terminal only
         )
         embedder.warm_up()
     cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)

@@ -21,6 +21,7 @@ delta). Recall@N at steps 5/6 compares with the dense (4) and union (5) lists at
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +242,7 @@ def ladder(
             batch_size=64,
             device=base.encoder.device,
             precision=base.encoder.precision,
-            show_progress=progress,
+            show_progress=progress and sys.stderr.isatty(),  # its own bar redraws with \r: a terminal only
         )
         embedder.warm_up()
     notes: list[str] = []
