@@ -114,6 +114,34 @@ def _schedule(config: GroupTrainConfig, total: Callable[[], int]) -> Callable[[i
     return factor
 
 
+def load_base(base_model: str, *, max_length: int, device: str, seed: int) -> Any:
+    """The base ``CrossEncoder`` both trainers start from, one logit head, seeded.
+
+    Args:
+        base_model: Hub name or folder.
+        max_length: Token limit of a pair.
+        device: ``auto``, ``cpu``, ``cuda``, ... (:func:`~es_rag.encoders.device.resolve_device`).
+        seed: Seeds torch before the head is made.
+
+    Raises:
+        ModelLoadError: The base model cannot be loaded.
+    """
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from es_rag.encoders.device import resolve_device
+    from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
+
+    quiet_model_loading()
+    torch.manual_seed(seed)
+    path, _ = resolve_model_path(base_model)
+    try:
+        ce = CrossEncoder(path, num_labels=1, max_length=max_length, device=resolve_device(device).device)
+    except Exception as exc:
+        raise ModelLoadError(f"cannot load base model {base_model!r}: {type(exc).__name__}: {exc}") from exc
+    return ce
+
+
 def pair_logits(
     model: Any, tok: Any, pairs: Sequence[tuple[str, str]], *, max_length: int, batch: int, truncation: Any
 ) -> list[float]:
@@ -191,10 +219,7 @@ def train_groups(
         ModelLoadError: The base model cannot be loaded.
     """
     import torch
-    from sentence_transformers import CrossEncoder
 
-    from es_rag.encoders.device import resolve_device
-    from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
     from es_rag.progress import tqdm
 
     if not groups:
@@ -203,13 +228,7 @@ def train_groups(
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / CHECKPOINT
     fingerprint = config.fingerprint(groups)
-    quiet_model_loading()
-    torch.manual_seed(config.seed)
-    path, _ = resolve_model_path(config.base_model)
-    try:
-        ce = CrossEncoder(path, num_labels=1, max_length=config.max_length, device=resolve_device(config.device).device)
-    except Exception as exc:
-        raise ModelLoadError(f"cannot load base model {config.base_model!r}: {type(exc).__name__}: {exc}") from exc
+    ce = load_base(config.base_model, max_length=config.max_length, device=config.device, seed=config.seed)
     model, tok = ce.model, ce.tokenizer
     if config.freeze_embeddings:
         embeddings = model.get_input_embeddings()

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from es_rag.cross_encoder.model import RANKING_TEXT_VERSION
-from es_rag.errors import ConfigError, InputError, ModelLoadError
+from es_rag.errors import ConfigError, InputError
 from es_rag.evaluation.calibrate import TRAINING_META as TRAINING_META  # re-exported
 from es_rag.evaluation.calibrate import check_queries
 from es_rag.evaluation.curve import curve_evaluator as curve_evaluator  # re-exported
 from es_rag.evaluation.curve import passage_text as _passage
 from es_rag.evaluation.curve import plot_curve
-from es_rag.evaluation.group_trainer import pair_logits
+from es_rag.evaluation.group_trainer import load_base, pair_logits
 from es_rag.filters import SearchFilter
 from es_rag.records import Hit
 from es_rag.settings import Settings
@@ -309,20 +309,10 @@ def train_cross_encoder(
         InputError: When there is nothing to train on.
     """
     import torch
-    from sentence_transformers import CrossEncoder
-
-    from es_rag.encoders.device import resolve_device
-    from es_rag.encoders.embedder import quiet_model_loading, resolve_model_path
 
     if not pairs:
         raise InputError("train-reranker", "pairs", "no training pairs (no judged query found in the split)")
-    quiet_model_loading()
-    torch.manual_seed(config.seed)
-    path, _ = resolve_model_path(config.base_model)
-    try:
-        ce = CrossEncoder(path, num_labels=1, max_length=config.max_length, device=resolve_device(config.device).device)
-    except Exception as exc:
-        raise ModelLoadError(f"cannot load base model {config.base_model!r}: {type(exc).__name__}: {exc}") from exc
+    ce = load_base(config.base_model, max_length=config.max_length, device=config.device, seed=config.seed)
     model, tok = ce.model, ce.tokenizer
     model.train()
     rng = random.Random(config.seed)
