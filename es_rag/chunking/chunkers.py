@@ -190,7 +190,9 @@ class Chunker:
     def _plan(self, layout: Layout, prefix: Callable[[tuple[str, ...]], str]) -> list[_Group]:
         raise NotImplementedError
 
-    def _layout(self, text: str, fmt: str, doc: str, source_id: str = "") -> Layout:
+    def _layout(
+        self, text: str, fmt: str, doc: str, source_id: str = "", escapes: Sequence[int] | None = None
+    ) -> Layout:
         if fmt not in self.formats:
             raise InputError(
                 doc,
@@ -199,7 +201,7 @@ class Chunker:
             )
         if fmt in CODE_FORMATS:
             return CodeLayout(text, fmt, source_id or doc)  # the file's id heads every heading path
-        return HtmlLayout(text) if fmt == "html" else TextLayout(text, fmt)
+        return HtmlLayout(text) if fmt == "html" else TextLayout(text, fmt, escapes)
 
     def _budget(self, prefix: str) -> int:
         if not prefix:
@@ -240,6 +242,7 @@ class Chunker:
         fmt: str = "markdown",
         pages: Sequence[int] = (),
         headings: Sequence[Heading] = (),
+        escapes: Sequence[int] | None = None,
     ) -> list[Chunk]:
         """Chunk one source into parents (if the strategy makes them) followed by children.
 
@@ -258,6 +261,10 @@ class Chunker:
             pages: The start offset of each page of a paged source (page ``i + 1`` starts at ``pages[i]``): every
                 chunk gets its ``page_start`` and ``page_end``; empty for a source without pages.
             headings: ``pdf`` only: ``(offset, level, title)`` of the headings the extraction found (its sections).
+            escapes: ``markdown`` only: ``text`` is a Word or OpenDocument file's text as written, and these are the
+                offsets before which its Markdown rendering has a backslash (:mod:`es_rag.ingest.office_render`): the
+                structure is read from that rendering, the chunks hold the text as written, and no front matter is
+                read. None: ``text`` is Markdown as a file holds it.
 
         Raises:
             InputError: Missing tenant or source id, a source without any text, or a format the
@@ -277,10 +284,12 @@ class Chunker:
                 raise InputError(doc, "acl", problem)
         if fmt not in FORMATS:
             raise ConfigError(f"fmt: invalid value {fmt!r}; valid values: {', '.join(FORMATS)}")
+        if escapes is not None and fmt != "markdown":
+            raise ConfigError(f"escapes: a Markdown rendering's; fmt {fmt!r} has none")
         if not text.strip():
             raise InputError(doc, "text", "the source contains no text")
         meta: dict[str, object] = {}
-        if fmt == "markdown":  # YAML front matter is metadata, never a heading or a chunk of "---"
+        if fmt == "markdown" and escapes is None:  # YAML front matter is metadata, never a heading or a chunk of "---"
             body, meta = blank_front_matter(text)
             if not body.strip():
                 raise InputError(doc, "text", "the source holds only front matter")
@@ -289,7 +298,7 @@ class Chunker:
         if fmt == "pdf":  # extracted text: every strategy reads it; its structure comes from the extraction
             layout: Layout = PagedLayout(body, headings)
         else:
-            layout = self._layout(body, fmt, doc, source_id)
+            layout = self._layout(body, fmt, doc, source_id, escapes)
         if title is None and isinstance(meta.get("title"), str) and str(meta["title"]).strip():
             title = str(meta["title"]).strip()
         if title is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -57,6 +59,48 @@ class Table:
 
     span: Span
     header: Span
+
+
+def with_escapes(text: str, escapes: Sequence[int]) -> str:
+    """``text`` with a backslash before each offset in ``escapes``: the Markdown rendering of an extracted document's
+    text as written (:mod:`es_rag.ingest.office_render`).
+
+    Args:
+        text: The text as written.
+        escapes: Sorted offsets of ``text``, each at most ``len(text)``.
+    """
+    out, at = [], 0
+    for pos in escapes:
+        out += [text[at:pos], "\\"]
+        at = pos
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _unescaped(
+    sections: list[Section], tables: list[Table], escapes: Sequence[int]
+) -> tuple[list[Section], list[Table]]:
+    """Sections and tables parsed from :func:`with_escapes`'s rendering, their spans moved onto the text as written:
+    a rendering offset ``m`` is text offset ``m`` minus the backslashes before it (a span that starts at a backslash
+    starts at the character it escapes). A heading title loses the backslash before its closing ``#``s."""
+    marks = [pos + i for i, pos in enumerate(escapes)]  # where each backslash sits in the rendering
+
+    def at(m: int) -> int:
+        return m - bisect.bisect_left(marks, m)
+
+    def span(s: Span) -> Span:
+        return at(s[0]), at(s[1])
+
+    def title(t: str) -> str:
+        return re.sub(r"\\(#+)$", r"\1", t)
+
+    return (
+        [
+            Section(tuple(title(t) for t in sec.heading_path), at(sec.start), at(sec.end), tuple(map(span, sec.blocks)))
+            for sec in sections
+        ],
+        [Table(span(t.span), span(t.header)) for t in tables],
+    )
 
 
 def parse_markdown(text: str) -> list[Section]:
@@ -150,15 +194,20 @@ class TextLayout:
     Args:
         text: The source.
         fmt: ``markdown``, ``rst`` (:mod:`es_rag.chunking.rst`) or ``plain``.
+        escapes: ``markdown`` only: ``text`` is an extracted document's text as written (a Word or OpenDocument
+            file's, :mod:`es_rag.ingest.office_render`) and its structure is read from its Markdown rendering,
+            :func:`with_escapes`; every span indexes ``text``.
     """
 
-    def __init__(self, text: str, fmt: str) -> None:
+    def __init__(self, text: str, fmt: str, escapes: Sequence[int] | None = None) -> None:
         self.text = text
         self.tables: list[Table] = []
         if fmt == "rst":
             from es_rag.chunking.rst import parse_rst
 
             self.sections = parse_rst(text)
+        elif fmt == "markdown" and escapes:
+            self.sections, self.tables = _unescaped(*_parse_markdown(with_escapes(text, escapes)), escapes)
         elif fmt == "markdown":
             self.sections, self.tables = _parse_markdown(text)
         else:

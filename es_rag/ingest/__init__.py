@@ -116,6 +116,7 @@ def chunk_documents(
                 fmt=doc.fmt,
                 pages=doc.pages,
                 headings=doc.headings,
+                escapes=doc.escapes,
             )
             if not any(c.kind == "child" for c in chunks):
                 raise InputError(_doc_name(doc), "text", "no chunkable text (e.g. headings only)")

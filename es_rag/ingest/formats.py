@@ -77,13 +77,15 @@ class SourceText:
 
     Args:
         text: The text chunk offsets index (a text file as decoded; a PDF's extracted text; a Word or OpenDocument
-            file rendered as Markdown).
+            file's text as written, laid out as Markdown).
         fmt: The format the chunker reads it as (``docx`` and ``odt`` become ``markdown``).
         extracted: Whether ``text`` was extracted from a binary file (no front matter is read from it).
         title: The title the file's metadata gives, when it does.
         pages: Start offset of each page in ``text`` (a PDF), else empty.
         headings: ``(offset, level, title)`` of each heading the extraction found (a PDF).
         warnings: What the extraction could not read (scanned pages, skipped images), each said once.
+        escapes: A Word or OpenDocument file's: the offsets before which its Markdown rendering has a backslash
+            (:mod:`es_rag.ingest.office_render`); None for any other file.
     """
 
     text: str
@@ -93,6 +95,7 @@ class SourceText:
     pages: tuple[int, ...] = ()
     headings: tuple[tuple[int, int, str], ...] = ()
     warnings: tuple[str, ...] = ()
+    escapes: tuple[int, ...] | None = None
 
 
 def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> SourceText:
@@ -131,6 +134,7 @@ def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> So
             extracted=True,
             title=office.title,
             warnings=office.warnings,
+            escapes=office.escapes,
         )
     return SourceText(decode_source(Path(name), data, encoding), fmt)
 

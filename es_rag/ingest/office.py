@@ -1,6 +1,6 @@
-"""Word (.docx) and OpenDocument text (.odt) extraction: one Markdown source text per document.
+"""Word (.docx) and OpenDocument text (.odt) extraction: one source text per document, laid out as Markdown.
 
-:func:`extract_office` renders a document's body to Markdown once; that text is *the* source text of the document
+:func:`extract_office` lays a document's body out as Markdown once; that text is *the* source text of the document
 (chunk offsets index it, as :attr:`es_rag.ingest.pdf.PdfText.text` does for a PDF), and the structure-aware Markdown
 chunker reads its headings, lists and tables. python-docx (MIT) opens a ``.docx`` package and odfpy (Apache-2.0) an
 ``.odt``; their XML (body, styles, numbering) is walked directly, so runs inside hyperlinks, fields, content controls
@@ -21,11 +21,10 @@ The body's blocks in document order (paragraphs and tables interleaved), separat
 * Tables: GFM tables, the first row the header row; a cell's paragraphs (and nested tables) on one line; a merged
   cell's text is in its first cell and the cells it covers are empty; rows are padded to the table's width; a
   table without text is left out.
-* Escaping, so that Markdown reads each text line as text: every ``|`` becomes ``\\|``, and a line starting with
-  ``#``, ``>``, ``-``, ``+``, ``*``, ``=``, a thematic ``_``, a fence (three backticks, ``~~~``), an HTML tag start
-  (``<x``, ``</``, ``<!``, ``<?``), a link reference definition (``[x]:``), a delimiter row (``:-``) or an ordered
-  list marker gets one backslash (``# x`` -> ``\\# x``, ``1986. A year`` -> ``1986\\. A year``). Heading text ending
-  in `` #`` gets ``\\#``. Inline characters (``*``, ``_``, backticks) stay as written: they shape no block.
+* Text as written: no backslash is added to a paragraph, list item or heading (``# apt-get install x`` in a paragraph
+  stays so, and reaches BM25, the models and the LLM's context so). Where Markdown would read such a line as
+  structure, the escapes that keep it text are recorded beside the text (``OfficeText.escapes``) and only the
+  chunker's Markdown rendering has them (:mod:`es_rag.ingest.office_render`); a ``|`` inside a table cell is ``\\|``.
 * Line ends are ``\\n``, no line ends in spaces, the text ends with one newline.
 
 Left out, each kind named once in ``warnings`` with its count: images, other drawings (text boxes, shapes, charts,
@@ -47,12 +46,13 @@ import re
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from xml.parsers import expat
 
 from es_rag.errors import InputError
 from es_rag.ingest.odf_package import missing_parts, without_missing_parts
+from es_rag.ingest.office_render import Block, flat, render
 
 OFFICE_SUFFIXES = {".docx": "docx", ".odt": "odt"}
 """File suffix -> ``kind`` of :func:`extract_office`."""
@@ -69,40 +69,36 @@ _LEFT_OUT = {  # counts key -> what, and a note for the warning
     "equation": ("equation", ""),
     "missing part": ("listed part", " (in the manifest, not in the package: read without them, as LibreOffice does)"),
 }
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_NEWLINE_RE = re.compile(r"\r\n?|[\u2028\u2029]")
 _SPACE_RE = re.compile(r"[ \t\r\n]+")
-_BLOCK_START_RE = re.compile(
-    r"[#>+*=-]|<[A-Za-z/!?]|`{3}|~{3}|_[_ \t]*$|\[.*\]:|:[-:| \t]*$|(?P<num>\d{1,9})[.)](?:[ \t]|$)"
-)
 _HEADING_STYLE_RE = re.compile(r"heading ([1-9])")
 _LIST_STYLE_RE = re.compile(r"list (bullet|number)(?: ([2-9]))?")
 
 
 @dataclass(frozen=True)
 class OfficeText:
-    """A Word or OpenDocument text rendered to Markdown (see the module doc).
+    """A Word or OpenDocument text laid out as Markdown (see the module doc).
 
     Args:
         name: The document (path or source id), as errors and warnings name it.
-        text: The Markdown source text; chunk offsets index this string.
+        text: The source text, as the document wrote it; chunk offsets index this string.
         title: The document's title property (core properties / ``dc:title``), when set and not blank.
         warnings: What was left out (images, drawings, notes, comments, equations) and tracked changes, each once.
+        escapes: Offsets of ``text`` before which its Markdown rendering has a backslash
+            (:mod:`es_rag.ingest.office_render`).
     """
 
     name: str
     text: str
     title: str | None
     warnings: tuple[str, ...] = ()
+    escapes: tuple[int, ...] = ()
 
+    @property
+    def markdown(self) -> str:
+        """The Markdown rendering the chunker reads the structure from: ``text`` with its escapes."""
+        from es_rag.chunking.markdown import with_escapes
 
-@dataclass
-class _Block:
-    kind: str  # "p", "h", "title", "li" or "table"
-    text: str = ""
-    level: int = 0  # heading level; list nesting level (0 = top)
-    number: int | None = None  # an ordered list item's number; None for a bullet
-    rows: list[list[str]] = field(default_factory=list)
+        return with_escapes(self.text, self.escapes)
 
 
 def _warnings(counts: Counter[str]) -> tuple[str, ...]:
@@ -145,19 +141,19 @@ def extract_office(data: bytes, *, name: str, kind: str) -> OfficeText:
     counts: Counter[str] = Counter()
     try:
         blocks, title = _read(data, name, kind, label, counts)
-        text = _render(blocks)
+        rendered = render(blocks)
     except InputError:
         raise
     except Exception as exc:  # a damaged package: zipfile, lxml, SAX, odfpy and python-docx errors alike
         raise InputError(name, kind, f"cannot be read as a {label}: {type(exc).__name__}: {exc}") from None
     left_out = _warnings(counts)
-    if not text:
+    if not rendered.text:
         left = f" (left out: {'; '.join(left_out)})" if left_out else ""
         raise InputError(name, "text", f"the document has no text{left}")
-    return OfficeText(name=name, text=text, title=title, warnings=left_out)
+    return OfficeText(name=name, text=rendered.text, title=title, warnings=left_out, escapes=rendered.escapes)
 
 
-def _read(data: bytes, name: str, kind: str, label: str, counts: Counter[str]) -> tuple[list[_Block], str | None]:
+def _read(data: bytes, name: str, kind: str, label: str, counts: Counter[str]) -> tuple[list[Block], str | None]:
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         names = set(z.namelist())
         manifest = z.read("META-INF/manifest.xml") if "META-INF/manifest.xml" in names else b""
@@ -201,78 +197,6 @@ def _no_entities(*args: object) -> None:
     raise expat.ExpatError("XML entity declarations are refused (as defusedxml does)")
 
 
-# -- rendering --------------------------------------------------------------------------------------------------
-
-
-def _lines(text: str) -> list[str]:
-    text = _CONTROL_RE.sub("", _NEWLINE_RE.sub("\n", text)).replace("\t", " ")
-    return [s for s in (line.strip() for line in text.split("\n")) if s]
-
-
-def _escape(line: str) -> str:
-    line = line.replace("|", "\\|")
-    m = _BLOCK_START_RE.match(line)
-    if m is None:
-        return line
-    at = m.end("num") if m.group("num") else 0
-    return f"{line[:at]}\\{line[at:]}"
-
-
-def _render(blocks: list[_Block]) -> str:
-    shift = any(b.kind == "title" and _lines(b.text) for b in blocks)
-    parts: list[str] = []
-    stack: list[list[int]] = []  # the open list items: [level, content column, children so far]
-    listing = False
-    for b in blocks:
-        if b.kind != "li":
-            if block := _render_block(b, shift):
-                parts.append(block)
-                stack.clear()
-                listing = False
-            continue
-        if not (lines := _lines(b.text)):
-            continue
-        while stack and stack[-1][0] >= b.level:
-            stack.pop()
-        col = stack[-1][1] if stack else 0
-        marker = "- " if b.number is None else f"{b.number}. "
-        item = " " * col + marker + ("\n" + " " * (col + len(marker))).join(_escape(line) for line in lines)
-        if not listing:
-            parts.append(item)
-        else:  # CommonMark: only a list starting at 1 interrupts a paragraph (its parent item's)
-            first_child = bool(stack) and stack[-1][2] == 0
-            parts[-1] += ("\n\n" if first_child and b.number not in (None, 1) else "\n") + item
-        if stack:
-            stack[-1][2] += 1
-        stack.append([b.level, col + len(marker), 0])
-        listing = True
-    return "\n\n".join(parts) + "\n" if parts else ""
-
-
-def _render_block(b: _Block, shift: bool) -> str:
-    if b.kind == "table":
-        rows = [[" ".join(c.split()).replace("|", "\\|") for c in row] for row in b.rows]
-        if not any(any(r) for r in rows):
-            return ""
-        width = max(len(r) for r in rows)
-        lines = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
-        lines.insert(1, "|" + " --- |" * width)
-        return "\n".join(lines)
-    if not (lines := _lines(b.text)):
-        return ""
-    if b.kind in ("h", "title"):
-        level = 1 if b.kind == "title" else min(6, b.level + shift)
-        return "#" * level + " " + re.sub(r"(^|[ \t])(#+)$", r"\1\\\2", " ".join(lines))
-    return "\n".join(_escape(line) for line in lines)
-
-
-def _flat(blocks: Iterable[_Block]) -> str:
-    """The text of ``blocks`` on one line (a table cell's)."""
-    return " ".join(
-        " ".join(b.text if b.kind != "table" else " ".join(c for r in b.rows for c in r) for b in blocks).split()
-    )
-
-
 # -- Word (.docx) ----------------------------------------------------------------------------------------------
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -301,7 +225,7 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
-def _docx(data: bytes, name: str, label: str, counts: Counter[str]) -> tuple[list[_Block], str | None]:
+def _docx(data: bytes, name: str, label: str, counts: Counter[str]) -> tuple[list[Block], str | None]:
     import docx
     from docx.opc.constants import RELATIONSHIP_TYPE as RT
 
@@ -356,13 +280,13 @@ class _Word:
                 self.formats[num.get(_W + "numId", ""), ilvl] = spec
         self.counters: dict[str, dict[int, int]] = {}
 
-    def blocks(self, parent: Any) -> Iterator[_Block]:
+    def blocks(self, parent: Any) -> Iterator[Block]:
         for el in parent.iterchildren() if parent is not None else ():
             tag = el.tag
             if tag == _W + "p":
                 yield self.paragraph(el)
             elif tag == _W + "tbl":
-                yield _Block("table", rows=self.table(el))
+                yield Block("table", rows=self.table(el))
             elif tag in _W_COUNTED:
                 self.counts[_W_COUNTED[tag]] += 1
             elif tag in _W_WRAPPERS:
@@ -394,7 +318,7 @@ class _Word:
                 self.text(ch, acc)
         return "".join(acc)
 
-    def paragraph(self, p: Any) -> _Block:
+    def paragraph(self, p: Any) -> Block:
         text = self.text(p)
         p_pr = p.find(_W + "pPr")
         chain, sid = [], _val(p_pr, "pStyle") or self.default_style
@@ -404,17 +328,17 @@ class _Word:
         for style in (None, *chain):  # the paragraph's own properties first
             style_name = (_val(style, "name") or "").lower()
             if style_name == "title":
-                return _Block("title", text)
+                return Block("title", text)
             if m := _HEADING_STYLE_RE.fullmatch(style_name):
-                return _Block("h", text, int(m.group(1)))
+                return Block("h", text, int(m.group(1)))
             outline = _val(p_pr if style is None else style.find(_W + "pPr"), "outlineLvl")
             if outline is not None:  # 9: body text
                 if (level := _int(outline, 9) + 1) > 9:
                     break
-                return _Block("h", text, level)
-        return self._list_item(text, p_pr, chain) or _Block("p", text)
+                return Block("h", text, level)
+        return self._list_item(text, p_pr, chain) or Block("p", text)
 
-    def _list_item(self, text: str, p_pr: Any, chain: list[Any]) -> _Block | None:
+    def _list_item(self, text: str, p_pr: Any, chain: list[Any]) -> Block | None:
         num_pr = p_pr.find(_W + "numPr") if p_pr is not None else None
         style_num = next((n for s in chain if (n := s.find(f"{_W}pPr/{_W}numPr")) is not None), None)
         num_id = _val(num_pr, "numId") or _val(style_num, "numId")
@@ -429,7 +353,7 @@ class _Word:
             del levels[deeper]
         levels[ilvl] = levels.get(ilvl, start - 1) + 1
         level = ilvl + (int(named.group(2) or 1) - 1 if named else 0)
-        return _Block("li", text, level, levels[ilvl] if ordered else None)
+        return Block("li", text, level, levels[ilvl] if ordered else None)
 
     def table(self, tbl: Any) -> list[list[str]]:
         rows: list[list[str]] = []
@@ -442,7 +366,7 @@ class _Word:
             for tc in _w_children(tr, "tc"):
                 tc_pr = tc.find(_W + "tcPr")
                 merged = {_val(tc_pr, "vMerge", "restart"), _val(tc_pr, "hMerge", "restart")} != {"restart"}
-                cells.append("" if merged else _flat(self.blocks(tc)))
+                cells.append("" if merged else flat(self.blocks(tc)))
                 cells.extend([""] * (_int(_val(tc_pr, "gridSpan"), 1) - 1))
             rows.append(cells + [""] * _int(_val(tr_pr, "gridAfter"), 0))
         return rows
@@ -536,18 +460,18 @@ class _Odf:
             style = self.parents.get(style)
         return "Title" in seen
 
-    def blocks(self, children: Iterable[Any]) -> Iterator[_Block]:
+    def blocks(self, children: Iterable[Any]) -> Iterator[Block]:
         for ch in children:
             qn = ch.qname
             if qn == (_TEXT, "p"):
                 title = self._is_title(_attr(ch, _TEXT, "style-name"))
-                yield _Block("title" if title else "p", _odf_text(ch, self.counts))
+                yield Block("title" if title else "p", _odf_text(ch, self.counts))
             elif qn == (_TEXT, "h"):
-                yield _Block("h", _odf_text(ch, self.counts), max(1, _int(_attr(ch, _TEXT, "outline-level"), 1)))
+                yield Block("h", _odf_text(ch, self.counts), max(1, _int(_attr(ch, _TEXT, "outline-level"), 1)))
             elif qn == (_TEXT, "list"):
                 yield from self.items(ch, 0, None)
             elif qn == (_TABLE, "table"):
-                yield _Block("table", rows=self.table(ch))
+                yield Block("table", rows=self.table(ch))
             elif qn[0] == _DRAW:
                 _count_drawing(ch, self.counts)
             elif qn == (_TEXT, "tracked-changes"):  # deleted text lives here, inserted text in the body
@@ -557,7 +481,7 @@ class _Odf:
             elif qn not in _ODT_SKIP and not qn[1].endswith("-source"):
                 yield from self.blocks(_elements(ch))  # sections, index bodies, soft page breaks
 
-    def items(self, el: Any, depth: int, style: str | None) -> Iterator[_Block]:
+    def items(self, el: Any, depth: int, style: str | None) -> Iterator[Block]:
         style = _attr(el, _TEXT, "style-name") or style
         ordered = self.lists.get(style or "", {}).get(depth, False)
         number = 0
@@ -566,7 +490,7 @@ class _Odf:
                 continue
             number = _int(_attr(item, _TEXT, "start-value"), number + 1)
             texts: list[str] = []
-            nested: list[_Block] = []
+            nested: list[Block] = []
             for ch in _elements(item):
                 if ch.qname == (_TEXT, "p"):
                     texts.append(_odf_text(ch, self.counts))
@@ -574,7 +498,7 @@ class _Odf:
                     nested.extend(self.items(ch, depth + 1, style))
                 else:  # headings in a list (numbered headings), tables
                     nested.extend(self.blocks([ch]))
-            yield _Block("li", "\n".join(texts), depth, number if ordered else None)
+            yield Block("li", "\n".join(texts), depth, number if ordered else None)
             yield from nested
 
     def table(self, el: Any) -> list[list[str]]:
@@ -584,7 +508,7 @@ class _Odf:
                 cells: list[str] = []
                 for cell in _elements(ch):
                     if cell.qname in ((_TABLE, "table-cell"), (_TABLE, "covered-table-cell")):
-                        text = _flat(self.blocks(_elements(cell))) if cell.qname[1] == "table-cell" else ""
+                        text = flat(self.blocks(_elements(cell))) if cell.qname[1] == "table-cell" else ""
                         repeat = _int(_attr(cell, _TABLE, "number-columns-repeated"), 1)
                         cells.extend([text] * max(1, min(repeat, _MAX_REPEAT)))
                 repeat = _int(_attr(ch, _TABLE, "number-rows-repeated"), 1)

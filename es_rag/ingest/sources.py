@@ -67,6 +67,9 @@ class SourceDoc:
     """Start offset of each page in ``text`` (a PDF), else empty."""
     headings: tuple[tuple[int, int, str], ...] = ()
     """``(offset, level, title)`` of each heading found by a PDF's extraction (its sections), else empty."""
+    escapes: tuple[int, ...] | None = None
+    """A Word or OpenDocument file's: ``text`` is as written, and these are the offsets before which its Markdown
+    rendering has a backslash (:mod:`es_rag.ingest.office_render`); None for any other source."""
 
 
 JSONL_KEYS = frozenset({"source_id", "id", "text", "title", "source_version", "tenant_id", "acl", "format", META})
@@ -459,6 +462,7 @@ def _file_doc(
         meta=own,
         pages=source.pages,
         headings=source.headings,
+        escapes=source.escapes,
     )
     return _with_defaults(doc, defaults, schema)
 

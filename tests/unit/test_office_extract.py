@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.resources
 import io
+import re
 from typing import Any
 
 import pytest
@@ -15,8 +16,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from es_rag.chunking.markdown import with_escapes
 from es_rag.errors import InputError
-from es_rag.ingest.office import OFFICE_SUFFIXES, OfficeText, _Block, _render, extract_office
+from es_rag.ingest.office import OFFICE_SUFFIXES, OfficeText, extract_office
+from es_rag.ingest.office_render import Block as _Block
+from es_rag.ingest.office_render import lines, render
 from tests.support.office_docs import (
     add_numbering,
     docx_bytes,
@@ -58,6 +62,20 @@ def structure(md: str) -> list[str]:
         else:
             rows.append(f"{'/'.join([*stack, t.type])}: {t.content}")
     return rows
+
+
+def _render(blocks: list[_Block]) -> str:
+    """The Markdown rendering of ``blocks`` (the text as written, with its escapes put back)."""
+    out = render(blocks)
+    return with_escapes(out.text, out.escapes)
+
+
+def as_written(markdown: str) -> str:
+    """What the text holds of a rendering: every backslash the rendering added, dropped (a table cell's ``\\|`` stays:
+    the table is Markdown in the text too)."""
+    keep = "\x01"
+    lines = [line.replace("\\|", keep) if line.startswith("| ") else line for line in markdown.split("\n")]
+    return re.sub(r"\\(?=[#>+*=_`~<\[:|.)-])", "", "\n".join(lines)).replace(keep, "\\|")
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +150,9 @@ Last words.
 
 
 def test_word_renders_markdown(word: OfficeText) -> None:
-    assert word.text == WORD_MD
+    assert word.markdown == WORD_MD
+    assert word.text == as_written(WORD_MD)
+    assert "# not a heading\n\n1986. A year\n\n- dash\n\na | b\n" in word.text  # as the document wrote them
     assert word.name == "docs/guide.docx" and word.title == "Guide title"
     assert word.warnings == (
         "2 embedded images skipped",
@@ -143,7 +163,7 @@ def test_word_renders_markdown(word: OfficeText) -> None:
 
 
 def test_word_markdown_parses_to_the_intended_blocks(word: OfficeText) -> None:
-    assert structure(word.text) == [
+    assert structure(word.markdown) == [
         "h1: The Guide",
         "h2: Install",
         "p: First line\nsecond line",
@@ -202,8 +222,16 @@ def test_headings_without_a_title_start_at_level_one() -> None:
         raw_paragraph(doc, run("Body text level"), '<w:outlineLvl w:val="9"/>')
 
     out = extract_office(docx_bytes(build), name="h.docx", kind="docx")
-    assert out.text == "# Top\n\nBody.\n\n## Issue \\#\n\n### C#\n\nBody text level\n"
-    assert structure(out.text) == ["h1: Top", "p: Body.", "h2: Issue #", "h3: C#", "p: Body text level"]
+    assert out.markdown == "# Top\n\nBody.\n\n## Issue \\#\n\n### C#\n\nBody text level\n"
+    assert out.text == "# Top\n\nBody.\n\n## Issue #\n\n### C#\n\nBody text level\n"
+    from es_rag.chunking.factory import make_chunker
+    from tests.support.corpus import WordTokenizer
+
+    chunks = make_chunker(WordTokenizer(), strategy="structure", max_tokens=24, overlap=4).chunk(
+        out.text, source_id="h.docx", source_version="1", tenant_id="t", acl=[], escapes=out.escapes
+    )
+    assert {c.heading_path for c in chunks} == {("Top",), ("Top", "Issue #", "C#")}
+    assert structure(out.markdown) == ["h1: Top", "p: Body.", "h2: Issue #", "h3: C#", "p: Body text level"]
     assert out.title is None and out.warnings == ()
 
 
@@ -263,7 +291,8 @@ Picture:  done.
 
 
 def test_odt_renders_markdown(odt: OfficeText) -> None:
-    assert odt.text == ODT_MD
+    assert odt.markdown == ODT_MD
+    assert odt.text == as_written(ODT_MD)
     assert odt.title == "Meta title"
     assert odt.warnings == (
         "1 embedded image skipped",
@@ -272,7 +301,7 @@ def test_odt_renders_markdown(odt: OfficeText) -> None:
         "1 comment skipped",
         "tracked changes read as accepted: 1 deletion dropped",
     )
-    assert structure(odt.text) == [
+    assert structure(odt.markdown) == [
         "h1: Manual",
         "h2: Intro",
         "p: Hello world  x y\n# next line",
@@ -300,7 +329,7 @@ def test_real_odf_file_from_docutils() -> None:
     out = extract_office(path.read_bytes(), name="styles.odt", kind="odt")
     assert out.text.startswith("Table style 0 (rststyle-table-0) – the default table style\n\n| Do not change")
     assert "Table style 1 (rststyle-table-1)" in out.text
-    rows = structure(out.text)
+    rows = structure(out.markdown)
     assert rows.count("table/thead/tr/th: ") == 1 and len([r for r in rows if r.startswith("table/")]) == 9
     assert out.title is None and out.warnings == ()
 
@@ -321,6 +350,9 @@ def test_any_paragraph_stays_one_paragraph(first: str, second: str) -> None:
     md = _render([_Block("p", first), _Block("p", second)])
     count = sum(1 for text in (first, second) if text.strip())
     assert _types(md) == ["paragraph_open", "inline", "paragraph_close"] * count
+    # and the text holds each paragraph's lines as written: the escapes live only in the rendering
+    written = ["\n".join(lines(t)) for t in (first, second) if lines(t)]
+    assert render([_Block("p", first), _Block("p", second)]).text == ("\n\n".join(written) + "\n" if written else "")
 
 
 @settings(max_examples=150, deadline=None)
@@ -472,11 +504,21 @@ def test_chunks_of_the_markdown_keep_lineage_and_headings(word: OfficeText, stra
 
     chunker = make_chunker(WordTokenizer(), strategy=strategy, max_tokens=24, overlap=4)
     chunks = chunker.chunk(
-        word.text, source_id="a.docx", source_version="1", tenant_id="t", acl=[], title=word.title, fmt="markdown"
+        word.text,
+        source_id="a.docx",
+        source_version="1",
+        tenant_id="t",
+        acl=[],
+        title=word.title,
+        fmt="markdown",
+        escapes=word.escapes,
     )
     assert chunks
     for c in chunks:
         assert word.text[c.start_offset : c.end_offset] == c.text
+        # issue 46: what BM25, the models and the LLM read is the text as written, never the rendering's escapes
+        assert not re.search(r"\\[#.<-]", c.text) and not re.search(r"\\\|", c.text.replace("| Value \\| pipe", ""))
+    assert any("# not a heading\n\n1986. A year" in c.text for c in chunks)
     paths = {c.heading_path for c in chunks}
     assert ("The Guide", "Install") in paths
     assert ("The Guide", "Install", "Tables") in paths

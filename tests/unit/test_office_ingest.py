@@ -72,6 +72,56 @@ def test_front_matter_is_never_read_from_a_rendered_document(tmp_path: Path) -> 
     report = IngestReport()
     (doc,) = load_files([tmp_path], tenant_id="acme", acl=[], report=report)
     assert "title: x" in doc.text and doc.title is None and report.warnings == []
+    children, _ = chunk_documents([doc], make_chunker(WordTokenizer(), max_tokens=24, overlap=4), report)
+    assert any(c.text.startswith("---") for c in children) and report.failed == []
+
+
+# issue 46: lines of Debian's live-manual (package live-manual-odf) that the packed context showed as ``\# apt-get``
+LIVE_MANUAL = [
+    "Install the tools:",
+    "# apt-get install virtualbox virtualbox-qemu",
+    "# lb clean",
+    "--mirror-binary http://deb.debian.org/debian/",
+    "#!/usr/bin/env python",
+    "1986. The year | the release",
+]
+
+
+def test_the_context_holds_a_word_file_as_written(
+    tmp_path: Path, tiny_bi_encoder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.office_docs import docx_bytes, odt_bytes
+
+    def word(doc: object) -> None:
+        doc.add_heading("Building an image", level=1)  # type: ignore[attr-defined]
+        for line in LIVE_MANUAL:
+            doc.add_paragraph(line)  # type: ignore[attr-defined]
+
+    def odf(doc: object) -> None:
+        from odf import text
+
+        for line in LIVE_MANUAL:
+            doc.text.addElement(text.P(text=line))  # type: ignore[attr-defined]
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "manual.docx").write_bytes(docx_bytes(word))
+    (root / "manual.odt").write_bytes(odt_bytes(odf))
+    idx = ["--index-dir", str(tmp_path / "idx")]
+    model = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
+    assert main(["ingest", str(root), "--tenant", "acme", *model, *idx, "--json"]) == 0
+    capsys.readouterr()
+    args = ["--tenant", "acme", *model, *idx, "--json", "--rerank-model", "none"]
+    assert main(["search", "apt-get install virtualbox lb clean mirror-binary", *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for name in ("manual.docx", "manual.odt"):
+        texts = [h["text"] for h in out["hits"] if h["source_id"] == name]
+        assert texts and all("\\" not in t for t in texts), texts
+        assert all(f"\n{line}\n" in "\n".join(texts) + "\n" for line in LIVE_MANUAL[1:]), texts
+    context = out["context"]["text"] if isinstance(out.get("context"), dict) else str(out.get("context"))
+    assert "# apt-get install virtualbox" in context and "\\#" not in context and "\\-" not in context
+    # the heading is still a heading (the rendering's structure), the '# ...' paragraphs are not
+    assert all(h["heading_path"] in ([], ["Building an image"]) for h in out["hits"])
 
 
 def test_ingest_and_search_a_word_file(
