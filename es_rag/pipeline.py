@@ -204,9 +204,16 @@ class RagPipeline:
             if isinstance(version, str):
                 st.info["embedding_version"] = version
             trace.paths["dense"] = "client-embedding"
-            plan = getattr(self.embedder, "device_plan", None)  # a test double may have none
-            if plan is not None:
-                st.info["device"] = plan.describe()
+            runtime = getattr(self.embedder, "query_runtime_used", None)  # a test double may have none
+            if runtime == "onnx":  # the ONNX export (es_rag/encoders/onnx_query.py): torch is never imported
+                st.info["runtime"] = f"onnx ({self.embedder.query_export})"
+                st.info["device"] = "cpu (onnxruntime)"
+            else:
+                if runtime == "torch" and getattr(self.embedder, "query_note", ""):
+                    st.info["runtime"] = f"torch ({self.embedder.query_note})"
+                plan = getattr(self.embedder, "device_plan", None)
+                if plan is not None:
+                    st.info["device"] = plan.describe()
             # outside the try: a mismatch is refused, never a fallback to BM25
             st.info["embedding_check"] = yield from self._check_embedding_flow(False)
             return vec

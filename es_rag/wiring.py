@@ -35,6 +35,7 @@ def build_embedder(settings: Settings, *, show_progress: bool = False) -> LocalE
         precision=settings.encoder.precision,
         encode_workers=settings.encoder.encode_workers,
         show_progress=show_progress,
+        query_runtime=settings.encoder.query_runtime.value,
     )
     embedder.warm_up()
     if embedder.dims != settings.encoder.dims:

@@ -8,6 +8,9 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests never reach a model hub: fail fast instead of waiting on retries.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Ingest exports the embedding model's ONNX query encoder once per model (es_rag/encoders/onnx_query.py): seconds per
+# export, and the suite's models are throwaway ones. tests/unit/test_onnx_query.py turns it back on where it tests it.
+os.environ["ES_RAG_ONNX_EXPORT"] = "0"
 # Haystack (tests/integrations) sends usage telemetry unless told not to; nothing leaves a test run.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 # pytest-xdist runs one worker per core: each gets its share of the CPUs for torch, not all of them

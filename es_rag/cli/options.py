@@ -104,7 +104,7 @@ SEARCH_INDEX = (
     "metadata_fields",
 )
 """The ``index`` settings a reader needs (prefix on a cluster; analysis and BM25 on the embedded index)."""
-QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision", "fit_check")
+QUERY_ENCODER = ("model", "dims", "inference_id", "vector_mode", "device", "precision", "query_runtime", "fit_check")
 """The ``encoder`` settings a query needs."""
 POST_RETRIEVAL = ("dedup", "rerank", "escalate", "gate", "boost", "select", "expand", "pack")
 

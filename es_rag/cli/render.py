@@ -48,6 +48,11 @@ def print_report(report: Any, as_json: bool) -> None:
         print(f"  removed {r['source_id']}{where}: gone from the folder ({r['deleted']} documents deleted)")
     if "sync" in report.extra:
         print(f"sync: {report.extra['sync']}", file=sys.stderr if report.failed else sys.stdout)
+    query = report.extra.get("query_encoder")
+    if query and "exported" in query:
+        print(f"query encoder: exported to ONNX once ({query['seconds']} s), searches embed without torch")
+    elif query:
+        print(f"query encoder: searches embed with torch: {query['reason']}", file=sys.stderr)
     print_sources_problems(report)
 
 

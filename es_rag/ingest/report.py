@@ -48,4 +48,5 @@ class IngestReport(IndexReport):
             "warnings": self.warnings,
             "switched": self.switched,
             "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
+            **({"query_encoder": self.extra["query_encoder"]} if "query_encoder" in self.extra else {}),
         }

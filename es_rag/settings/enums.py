@@ -226,6 +226,15 @@ class Device(Choice):
     MPS = "mps"
 
 
+class QueryRuntime(Choice):
+    """How a search embeds its query: ``auto`` (the model's ONNX export when it has one, else torch), ``torch``, or
+    ``onnx`` (export first when there is none); :mod:`es_rag.encoders.onnx_query`."""
+
+    AUTO = "auto"
+    TORCH = "torch"
+    ONNX = "onnx"
+
+
 class Precision(Choice):
     """Weights and activations of the embedding model and the cross-encoder: ``fp32``, or ``fp16`` (half precision,
     CUDA only: on a CPU fp16 matmuls are slow or missing)."""

@@ -25,6 +25,7 @@ from es_rag.settings.enums import (
     DenseFitCheck,
     Device,
     Precision,
+    QueryRuntime,
     SemanticChunking,
     Similarity,
     VectorIndexType,
@@ -217,6 +218,12 @@ class EncoderSettings(Group):
     precision: Precision = opt(
         Precision.FP32, help="fp32, or fp16 (half precision: CUDA only) for the embedding model and the cross-encoder"
     )
+    query_runtime: QueryRuntime = opt(
+        QueryRuntime.AUTO,
+        help="how a search embeds its query: auto = the model's ONNX export (onnxruntime, no torch import: a cold "
+        "search in about a second, the same vectors) when it has one, which ingest writes once per model, else torch; "
+        "torch; onnx = export first when there is none",
+    )
     encode_workers: int = opt(
         0,
         metavar="N",
@@ -245,6 +252,7 @@ class EncoderSettings(Group):
         self._enum("fit_check", DenseFitCheck)
         self._enum("device", Device)
         self._enum("precision", Precision)
+        self._enum("query_runtime", QueryRuntime)
         if self.precision is Precision.FP16 and self.device in (Device.CPU, Device.MPS):
             raise ConfigError(f"precision fp16: CUDA only, but device is {self.device}; use --precision fp32")
         self._int("encode_workers", minimum=0)

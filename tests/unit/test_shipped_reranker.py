@@ -17,6 +17,7 @@ from es_rag.cross_encoder.shipped import (
     export_shipped,
     is_onnx_only,
     resolve_reranker_name,
+    shipped_path,
 )
 from es_rag.errors import ConfigError, ModelLoadError
 from es_rag.settings.base import DEFAULT_RERANKER_MODEL
@@ -100,3 +101,59 @@ def test_the_name_selects_the_shipped_model(exported: Path, monkeypatch: pytest.
     reranker = CrossEncoderReranker(SHIPPED_EN)
     reranker.warm_up()
     assert reranker.substituted is None and reranker.backend == "onnx"
+
+
+def test_the_shipped_model_reranks_without_torch_or_transformers() -> None:
+    """Issue 46: a cold search spent seconds importing transformers (and so torch) to read the shipped model's
+    tokenizer and config; onnxruntime and tokenizers are all it needs, and the default is known missing before
+    sentence-transformers is imported."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from es_rag.cross_encoder.model import CrossEncoderReranker\n"
+        "r = CrossEncoderReranker('cross-encoder/ms-marco-MiniLM-L6-v2'); r.warm_up()\n"
+        f"out = r.score('what do goalies wear', {PASSAGES!r})\n"
+        "print(r.name, [round(s, 4) for s in out.scores], r.tokenizer().count('goalies wear pads'),\n"
+        "      sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/nonexistent-es-rag-hub-cache"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    in_process = CrossEncoderReranker(SHIPPED_EN)
+    want = [round(s, 4) for s in in_process.score("what do goalies wear", PASSAGES).scores]
+    count = in_process.tokenizer().count("goalies wear pads")
+    assert out.stdout.strip() == f"{SHIPPED_EN} {want} {count} []", out.stderr
+
+
+def test_the_shipped_models_scores_are_the_ones_transformers_tokens_give() -> None:
+    from transformers import AutoTokenizer
+
+    from es_rag.cross_encoder.onnx_export import OnnxScorer
+
+    folder = shipped_path(SHIPPED_EN)
+    assert folder is not None
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    texts = [h + c for h, c in PASSAGES]
+    features = hf(["what do goalies wear"] * len(texts), texts, padding=True, return_tensors="np")
+    want = OnnxScorer(folder / MODEL_FILE)(features).reshape(-1)
+    got = CrossEncoderReranker(SHIPPED_EN).score("what do goalies wear", PASSAGES).scores
+    assert np.allclose(got, want, atol=1e-5)
+
+
+def test_the_local_hub_cache_is_read_without_the_hub_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from es_rag.encoders.hub import hub_cached
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert not hub_cached("org/model")
+    snapshot = tmp_path / "models--org--model" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    assert not hub_cached("org/model")  # a snapshot without its config is not a model
+    (snapshot / "config.json").write_text("{}")
+    assert hub_cached("org/model") and not hub_cached("org/other")
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "hub").mkdir(parents=True)
+    (tmp_path / "models--org--model").rename(tmp_path / "home" / "hub" / "models--org--model")
+    assert hub_cached("org/model")

@@ -38,6 +38,7 @@ SCOPE = {
         "precision",
         "encode_workers",
         "late_chunking",
+        "query_runtime",
     ),
     "chunking": None,
     "ingest": None,
