@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Ingest exports the embedding model's ONNX query encoder once per model (es_rag/encoders/onnx_query.py): seconds per
 # export, and the suite's models are throwaway ones. tests/unit/test_onnx_query.py turns it back on where it tests it.
 os.environ["ES_RAG_ONNX_EXPORT"] = "0"
+# ... and never reads the exports of this machine's user (~/.cache/es_rag/onnx): each test process has its own folder.
+os.environ["ES_RAG_ONNX_CACHE"] = tempfile.mkdtemp(prefix="es_rag-test-onnx-")
+atexit.register(shutil.rmtree, os.environ["ES_RAG_ONNX_CACHE"], True)
+# es-rag search hands its query to an es-rag serve of the same index when one runs (es_rag/cli/resident.py): a
+# server of this user must never answer a test's search. tests/unit/test_resident.py points it at its own folder.
+os.environ["ES_RAG_SOCKET_DIR"] = tempfile.mkdtemp(prefix="es_rag-test-run-")
+atexit.register(shutil.rmtree, os.environ["ES_RAG_SOCKET_DIR"], True)
 # Haystack (tests/integrations) sends usage telemetry unless told not to; nothing leaves a test run.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 # pytest-xdist runs one worker per core: each gets its share of the CPUs for torch, not all of them
