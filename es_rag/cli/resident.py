@@ -251,7 +251,12 @@ def serve(index_dir: str, *, ready: Callable[[Path], None], stop: threading.Even
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     ours: int | None = None
     try:
-        server.bind(str(path))
+        try:
+            server.bind(str(path))
+        except OSError as exc:  # e.g. "AF_UNIX path too long": 107 bytes on Linux
+            raise EsRagError(
+                f"cannot listen on {path}: {exc} (set {SOCKET_DIR_ENV} to a short folder, e.g. /tmp)"
+            ) from None
         os.chmod(path, 0o600)
         server.listen(16)
         server.settimeout(0.5)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +22,9 @@ DEADLINE_S = 120  # hang-only: a server that never starts fails the test instead
 
 
 @pytest.fixture
-def index(tmp_path: Path, tiny_bi_encoder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
-    monkeypatch.setenv(resident.SOCKET_DIR_ENV, str(tmp_path / "run"))
+def index(tmp_path: Path, tiny_bi_encoder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    run_dir = tempfile.mkdtemp(prefix="esr-", dir="/tmp")  # a socket's path holds at most 107 bytes
+    monkeypatch.setenv(resident.SOCKET_DIR_ENV, run_dir)
     monkeypatch.delenv(resident.NO_SERVER_ENV, raising=False)
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -30,27 +33,39 @@ def index(tmp_path: Path, tiny_bi_encoder: Path, monkeypatch: pytest.MonkeyPatch
     flags = ["--embedding-model", str(tiny_bi_encoder), "--vector-dims", "32"]
     idx = str(tmp_path / "idx")
     assert main(["ingest", str(docs), "--tenant", "t", "--index-dir", idx, *flags]) == 0
-    return {"dir": idx, "docs": docs, "flags": flags}
+    yield {"dir": idx, "docs": docs, "flags": flags}
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def start(index_dir: str, stop: threading.Event) -> tuple[threading.Thread, Path]:
+    """A server of ``index_dir`` in a thread, once it listens (its exception, if it fails, is raised here)."""
+    up, where, failed = threading.Event(), [], []
+
+    def target() -> None:
+        try:
+            resident.serve(index_dir, ready=lambda p: (where.append(p), up.set()), stop=stop)
+        except BaseException as exc:
+            failed.append(exc)
+            up.set()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    assert up.wait(DEADLINE_S), "es-rag serve did not start listening"
+    if failed:
+        raise failed[0]
+    return thread, where[0]
 
 
 @pytest.fixture
 def server(index: dict[str, object]) -> Iterator[Path]:
-    stop, up = threading.Event(), threading.Event()
-    where: list[Path] = []
-
-    def ready(path: Path) -> None:
-        where.append(path)
-        up.set()
-
-    thread = threading.Thread(target=resident.serve, args=(str(index["dir"]),), kwargs={"ready": ready, "stop": stop})
-    thread.start()
+    stop = threading.Event()
+    thread, path = start(str(index["dir"]), stop)
     try:
-        assert up.wait(DEADLINE_S), "es-rag serve did not start listening"
-        yield where[0]
+        yield path
     finally:
         stop.set()
         thread.join(DEADLINE_S)
-    assert not thread.is_alive() and not where[0].exists()  # a stopped server removes its socket
+    assert not thread.is_alive() and not path.exists()  # a stopped server removes its socket
 
 
 def search(index: dict[str, object], query: str, *extra: str) -> list[str]:
@@ -113,13 +128,9 @@ def test_without_a_listening_server_a_search_runs_by_itself(
     code, out, _ = run(capsys, search(index, "alpha"))
     assert code == 0 and isinstance(out, dict) and "resident" not in out["trace"]["paths"]  # type: ignore[operator]
     # a server starting there removes the stale socket and listens
-    stop, up = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=resident.serve, args=(str(index["dir"]),), kwargs={"ready": lambda p: up.set(), "stop": stop}
-    )
-    thread.start()
+    stop = threading.Event()
+    thread, _ = start(str(index["dir"]), stop)
     try:
-        assert up.wait(DEADLINE_S)
         with pytest.raises(EsRagError, match="already answers"):  # and a second server is refused
             resident.serve(str(index["dir"]), ready=lambda p: None, stop=threading.Event())
     finally:
@@ -154,6 +165,13 @@ def test_a_socket_folder_open_to_others_is_never_used(
     with pytest.raises(EsRagError, match="closed to others"):
         resident.serve(str(index["dir"]), ready=lambda p: None, stop=threading.Event())
     assert resident.forward(str(index["dir"]), ["search", "q", "--tenant", "t"]) is None
+
+
+def test_a_socket_path_too_long_is_a_clear_error(index: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = Path(str(os.environ[resident.SOCKET_DIR_ENV])) / ("d" * 100)
+    monkeypatch.setenv(resident.SOCKET_DIR_ENV, str(deep))
+    with pytest.raises(EsRagError, match="set ES_RAG_SOCKET_DIR to a short folder"):
+        resident.serve(str(index["dir"]), ready=lambda p: None, stop=threading.Event())
 
 
 def test_serve_refuses_a_cluster(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
