@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from es_rag.cli import resident
     from es_rag.wiring import build_embedder, build_pipeline, cluster_settings, index_settings
 
+    settings = settings_from_args(args, presets=[mmr_preset(args)])
+    flt = search_filter(args, settings)
     index_dir = existing_index_dir(args)
     if index_dir is not None and not resident.serving():  # es-rag serve holds this index's models: it answers
         answer = resident.forward(index_dir, args.command_line[1:])
@@ -59,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(str(answer.get("stdout", "")))
             sys.stderr.write(str(answer.get("stderr", "")))
             return int(answer["rc"])
-    settings = settings_from_args(args, presets=[mmr_preset(args)])
-    flt = search_filter(args, settings)
     settings = index_settings(settings, index_dir)  # the index's own embedding model unless one was given
     if index_dir is not None and resident.serving():
         ready = settings
