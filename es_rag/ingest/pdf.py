@@ -20,6 +20,9 @@ chunker sees a paragraph boundary and ``text.split("\\f")`` gives the pages back
   (``manip-`` + ``ulation`` -> ``manipulation``), unless a digit or a capital meets the break (``group-14``,
   ``anti-Semitic``) or the document spells the hyphenated form elsewhere more often than the joined one
   (``command-line``, ``S-Plus``); then the hyphen stays.
+* Running headers and footers are dropped (:mod:`es_rag.ingest.pdf_running`: a first or last line of a page that
+  repeats on at least three pages, digits aside, or that carries the printed page number), so no chunk holds
+  ``Chapter 2: Simple manipulations; numbers and vectors 11`` in the middle of a paragraph.
 * Each page's leading and trailing whitespace is stripped; a page without text is ``""`` between two breaks.
 
 Headings (``heading_source``): from the outline (bookmarks) when it has entries pointing at pages; each is placed
@@ -56,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from es_rag.errors import InputError
+from es_rag.ingest.pdf_running import blank, running_spans
 
 PAGE_BREAK = "\n\n\f"
 """Between two pages' texts: a blank line (a paragraph boundary for the plain-text chunker), then a form feed."""
@@ -382,6 +386,8 @@ def _char_top(textpage: Any, index: int, *, default: float) -> float:
 def _assemble(name: str, pages: list[_Page], *, title: str | None, outline: bool, unplaced: int) -> PdfText:
     """Normalise every page's text, join the pages and move the raw indices found on them to offsets of the text."""
     counts = Counter(_WORD_RE.findall("\n".join(_HYPHEN_RE.sub(" ", p.raw) for p in pages)))
+    for page, spans in zip(pages, running_spans([p.raw for p in pages]), strict=True):
+        page.raw = blank(page.raw, spans)  # running headers and footers: same length, so every raw index holds
     parts: list[str] = []
     starts: list[int] = []
     maps: list[Callable[[int], int]] = []
