@@ -26,6 +26,7 @@ import json
 import os
 import socket
 import stat
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
@@ -202,8 +203,11 @@ def _answer(request: Any) -> dict[str, Any]:
             _local.serving = True
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 rc = main(argv)
-        except OSError as exc:
-            return {"fallback": f"cannot answer: {exc}"}
+        except Exception as exc:  # a bug or a missing folder: the search runs in its own process, the server goes on
+            print(
+                f"es-rag serve: a search failed here ({type(exc).__name__}: {exc}); it ran by itself", file=sys.stderr
+            )
+            return {"fallback": f"cannot answer: {type(exc).__name__}: {exc}"}
         finally:
             _local.serving = False
             os.chdir(before)

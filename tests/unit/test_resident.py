@@ -156,6 +156,26 @@ def test_the_socket_is_private_and_another_version_is_not_answered(
         assert "fallback" in json.loads(resident._read_all(conn, limit=None))  # only searches are served
 
 
+def test_a_search_that_breaks_the_server_runs_by_itself_and_the_server_goes_on(
+    index: dict[str, object], server: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    real = resident.WARM.get
+
+    def broken(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the served path")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(resident.WARM, "get", broken)
+    code, out, err = run(capsys, search(index, "gamma"))
+    assert code == 0 and isinstance(out, dict) and "resident" not in out["trace"]["paths"]  # type: ignore[operator]
+    assert "a bug in the served path" in err  # the server said so (its stderr is this test's)
+    code, out, _ = run(capsys, search(index, "gamma"))
+    assert code == 0 and isinstance(out, dict) and "resident" in out["trace"]["paths"]  # type: ignore[operator]
+
+
 def test_a_socket_folder_open_to_others_is_never_used(
     index: dict[str, object], capsys: pytest.CaptureFixture[str]
 ) -> None:
