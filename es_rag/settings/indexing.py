@@ -220,9 +220,9 @@ class EncoderSettings(Group):
     )
     query_runtime: QueryRuntime = opt(
         QueryRuntime.AUTO,
-        help="how a search embeds its query: auto = the model's ONNX export (onnxruntime, no torch import: a cold "
-        "search in about a second, the same vectors) when it has one, which ingest writes once per model, else torch; "
-        "torch; onnx = export first when there is none",
+        help="how a search embeds its query: auto = the model's ONNX export (onnxruntime: no torch import, the same "
+        "vectors; it loads in about 0.3 s) when it has one, which ingest writes once per model, else torch; torch; "
+        "onnx = export first when there is none",
     )
     encode_workers: int = opt(
         0,
