@@ -238,7 +238,10 @@ def serve(index_dir: str, *, ready: Callable[[Path], None], stop: threading.Even
         EsRagError: Another server already answers for this index, or the socket folder is not private.
     """
     path = socket_path(index_dir)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EsRagError(f"cannot make the socket folder {path.parent}: {exc} (set {SOCKET_DIR_ENV})") from None
     if not _private(path.parent):
         raise EsRagError(
             f"{path.parent}: not a folder of this user closed to others; es-rag serve will not listen there"

@@ -220,10 +220,28 @@ def load_export(folder: str | Path) -> OnnxQueryEncoder:
     if not exportable(folder):
         raise ModelLoadError(f"{folder}: not a model the ONNX query encoder runs (see es_rag/encoders/onnx_query.py)")
     graph, record = export_paths(folder)
-    return OnnxQueryEncoder(Path(folder), graph, record)
+    try:
+        return OnnxQueryEncoder(Path(folder), graph, record)
+    except OSError as exc:  # an unreadable cache: the search embeds with torch
+        raise ModelLoadError(f"{graph}: cannot be read: {exc}") from exc
 
 
 def export_query_encoder(st_model: Any, folder: str | Path) -> Path:
+    """:func:`_export_query_encoder`, with a cache folder that cannot be written (read-only home, full disk) as a
+    :class:`~es_rag.errors.ModelLoadError`: searches keep torch.
+
+    Raises:
+        ModelLoadError: As :func:`_export_query_encoder`, or the cache folder cannot be written.
+    """
+    try:
+        return _export_query_encoder(st_model, folder)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"the query encoder's export cannot be written ({exc}); searches embed with torch"
+        ) from exc
+
+
+def _export_query_encoder(st_model: Any, folder: str | Path) -> Path:
     """Export a loaded sentence-transformers model (of :func:`exportable` shape) and keep it only when its vectors
     equal the model's on :data:`PROBES`; under a file lock, written to temporary files and renamed.
 

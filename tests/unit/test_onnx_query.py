@@ -191,3 +191,33 @@ def test_ingest_writes_the_export_and_says_so(
     (docs / "b.md").write_text("# Beta\n\nbeta gamma.\n")
     assert main(["ingest", str(docs), "--tenant", "t", *idx]) == 0
     assert "query encoder" not in capsys.readouterr().out
+
+
+def test_a_cache_that_cannot_be_written_or_read_leaves_torch(
+    model_dir: Path, exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a-file"  # a cache folder under a file: no folder can be made there, even by root
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("ES_RAG_ONNX_CACHE", str(blocked / "onnx"))
+    copy = tmp_path / "m"
+    shutil.copytree(model_dir, copy)
+    with pytest.raises(ModelLoadError, match="cannot be written"):
+        SentenceTransformerEmbedder(str(copy), device="cpu").export_for_queries()
+    embedder = SentenceTransformerEmbedder(str(copy), device="cpu")
+    embedder.warm_up()
+    assert embedder.query_runtime_used == "torch"
+
+
+def test_a_failed_export_fails_no_ingest() -> None:
+    from es_rag.ingest import IngestReport, export_query_encoder
+
+    class Failing:
+        def export_for_queries(self) -> None:
+            raise ModelLoadError("the query encoder's export cannot be written (disk full); searches embed with torch")
+
+    report = IngestReport()
+    export_query_encoder(Failing(), report)
+    assert report.extra["query_encoder"] == {
+        "runtime": "torch",
+        "reason": "the query encoder's export cannot be written (disk full); searches embed with torch",
+    }

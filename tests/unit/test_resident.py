@@ -194,6 +194,17 @@ def test_a_socket_path_too_long_is_a_clear_error(index: dict[str, object], monke
         resident.serve(str(index["dir"]), ready=lambda p: None, stop=threading.Event())
 
 
+def test_a_socket_folder_that_cannot_be_made_is_a_clear_error(
+    index: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(resident.SOCKET_DIR_ENV, str(blocked))
+    with pytest.raises(EsRagError, match="cannot make the socket folder"):
+        resident.serve(str(index["dir"]), ready=lambda p: None, stop=threading.Event())
+    assert resident.forward(str(index["dir"]), ["search", "q", "--tenant", "t"]) is None
+
+
 def test_serve_refuses_a_cluster(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["serve", "--es", "http://127.0.0.1:9"]) == 2  # no such option: a cluster's searches are not served
     monkeypatch.setenv("ES_CLOUD_ID", "deployment:abc")
