@@ -17,6 +17,9 @@ os.environ["ES_RAG_ONNX_EXPORT"] = "0"
 # ... and never reads the exports of this machine's user (~/.cache/es_rag/onnx): each test process has its own folder.
 os.environ["ES_RAG_ONNX_CACHE"] = tempfile.mkdtemp(prefix="es_rag-test-onnx-")
 atexit.register(shutil.rmtree, os.environ["ES_RAG_ONNX_CACHE"], True)
+# ... nor this user's other es_rag caches (the decompressed language model, es_rag/languages.py).
+os.environ["ES_RAG_CACHE"] = tempfile.mkdtemp(prefix="es_rag-test-cache-")
+atexit.register(shutil.rmtree, os.environ["ES_RAG_CACHE"], True)
 # es-rag search hands its query to an es-rag serve of the same index when one runs (es_rag/cli/resident.py): a
 # server of this user must never answer a test's search. tests/unit/test_resident.py points it at its own folder.
 os.environ["ES_RAG_SOCKET_DIR"] = tempfile.mkdtemp(prefix="es_rag-test-run-")

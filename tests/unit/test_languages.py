@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -248,3 +249,56 @@ def test_a_german_query_on_an_en_ja_index_queries_the_base_fields() -> None:
     route = bm25_route("Wie setze ich mein Passwort zurück", Settings(languages="en,ja"))
     assert route.language.code == "de"
     assert not any(f.split("^")[0].endswith((".en", ".ja")) for f in route.fields)
+
+
+# -- the decompressed model cache (issue 46: decompressing py3langid's model took 0.65 s of every cold search) ------
+LANGUAGE_TEXTS = [
+    "What is the highest peak of the Andes?",
+    "検索拡張生成とは何ですか",
+    "Bonjour tout le monde, comment ça va ?",
+    "Der schnelle braune Fuchs springt über den faulen Hund",
+    "x",
+]
+
+
+def _fresh_identifier(monkeypatch: pytest.MonkeyPatch, cache: Path) -> object:
+    import es_rag.languages as languages
+
+    monkeypatch.setenv(languages.CACHE_ENV, str(cache))
+    monkeypatch.setattr(languages, "_IDENTIFIER", None)
+    return languages._identifier()
+
+
+def test_the_cached_model_detects_as_the_wheels_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    wheel = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    written = _fresh_identifier(monkeypatch, tmp_path)  # decompresses, writes the cache
+    (folder,) = (tmp_path / "langid").iterdir()
+    assert {p.name for p in folder.iterdir()} == {
+        *(f"{n}.npy" for n in ("ptc", "pc", "classes")),
+        *(f"{n}.npy" for n in ("nextmove", "nextmove_row", "out_feat")),
+        "key.json",
+    }
+    cached = _fresh_identifier(monkeypatch, tmp_path)  # reads it
+    for text in LANGUAGE_TEXTS:
+        assert written.rank(text) == cached.rank(text) == wheel.rank(text)  # type: ignore[attr-defined]
+
+
+def test_a_damaged_or_unwritable_cache_is_never_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    wheel = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    _fresh_identifier(monkeypatch, tmp_path)
+    (folder,) = (tmp_path / "langid").iterdir()
+    target = folder / "nextmove.npy"
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: only the CRC-32 tells
+    target.write_bytes(bytes(data))
+    again = _fresh_identifier(monkeypatch, tmp_path)
+    assert all(again.rank(t) == wheel.rank(t) for t in LANGUAGE_TEXTS)  # type: ignore[attr-defined]
+    assert target.read_bytes() != bytes(data)  # written again, whole
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    alone = _fresh_identifier(monkeypatch, blocked)  # no cache can be made under a file: the wheel's model
+    assert all(alone.rank(t) == wheel.rank(t) for t in LANGUAGE_TEXTS)  # type: ignore[attr-defined]
