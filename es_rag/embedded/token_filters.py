@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
+from es_rag.embedded.stem_cache import STEMS
 from es_rag.embedded.tokenizer import HANGUL, HIRAGANA, IDEOGRAPHIC, KATAKANA, Token
 
 #: ``Character.toLowerCase(int)`` is the simple (one code point) mapping; ``str.lower`` applies the full one,
@@ -72,12 +73,17 @@ def _porter() -> Callable[[str], str]:
 
 
 def porter_stem(term: str) -> str:
-    """``PorterStemFilter``: the Porter stem of a lower-cased term.
+    """``PorterStemFilter``: the Porter stem of a lower-cased term (one an earlier process computed, else nltk's:
+    :mod:`es_rag.embedded.stem_cache`).
 
     Args:
         term: One lower-cased token.
     """
-    return _porter()(term)
+    stem = STEMS.get(term)
+    if stem is None:
+        stem = _porter()(term)
+        STEMS.add(term, stem)
+    return stem
 
 
 # CJKWidthFilter: U+FF65..U+FF9F (halfwidth katakana and marks) to their fullwidth forms.
