@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from es_rag.cache_files import CACHE_ENV as CACHE_ENV  # re-exported
 from es_rag.errors import ConfigError
 
 SUPPORTED: dict[str, tuple[str, ...]] = {
@@ -163,7 +164,6 @@ def check_code(value: str, what: str) -> str:
 
 _IDENTIFIER: Any = None
 _LOCK = threading.Lock()
-CACHE_ENV = "ES_RAG_CACHE"
 _MODEL_ARRAYS = ("ptc", "pc", "classes", "nextmove", "nextmove_row", "out_feat")
 """The arrays of py3langid's model file (``py3langid.modelio.load_model``)."""
 
@@ -208,27 +208,20 @@ def _cached_model(model: Any) -> dict[str, Any] | None:
     import hashlib
     import json
     import os
-    import zlib
     from pathlib import Path
 
     import numpy as np
 
+    from es_rag.cache_files import cache_root, damaged, file_sums
+
+    files = [f"{n}.npy" for n in _MODEL_ARRAYS]
     try:
         st = Path(model).stat()
         key = hashlib.sha256(f"{Path(model).resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-        root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "es_rag") / "langid" / key
+        root = cache_root() / "langid" / key
         record = root / "key.json"
-
-        def crc(path: Path) -> str:
-            return f"{zlib.crc32(path.read_bytes()):08x}"
-
         sums = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
-        if isinstance(sums, dict) and all(
-            (root / f"{n}.npy").is_file()
-            and (root / f"{n}.npy").stat().st_size == sums.get(n, {}).get("bytes")
-            and crc(root / f"{n}.npy") == sums.get(n, {}).get("crc32")
-            for n in _MODEL_ARRAYS
-        ):
+        if isinstance(sums, dict) and set(sums) == set(files) and damaged(root, sums) is None:
             return {n: np.load(root / f"{n}.npy", allow_pickle=False) for n in _MODEL_ARRAYS}
         import lzma
 
@@ -243,11 +236,7 @@ def _cached_model(model: Any) -> dict[str, Any] | None:
         staging.mkdir(parents=True, exist_ok=True)
         for name, values in arrays.items():
             np.save(staging / f"{name}.npy", values, allow_pickle=False)
-        written = {
-            n: {"bytes": (staging / f"{n}.npy").stat().st_size, "crc32": crc(staging / f"{n}.npy")}
-            for n in _MODEL_ARRAYS
-        }
-        (staging / "key.json").write_text(json.dumps(written), encoding="utf-8")
+        (staging / "key.json").write_text(json.dumps(file_sums(staging, files)), encoding="utf-8")
         if root.exists():
             shutil.rmtree(root)
         staging.replace(root)

@@ -58,6 +58,12 @@ class _LogBar(_tqdm):  # type: ignore[misc]
         return bool(super().display(msg, pos))
 
 
+def terminal() -> bool:
+    """Whether stderr is a terminal: for the bars of other libraries (sentence-transformers' "Batches"), which redraw
+    with carriage returns a log cannot show, so they are drawn on a terminal only."""
+    return sys.stderr.isatty()
+
+
 def tqdm(*args: Any, **kwargs: Any) -> Any:
     """``tqdm.tqdm(*args, **kwargs)``, in log form (module docstring) when its stream is not a terminal.
 

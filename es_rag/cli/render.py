@@ -13,12 +13,6 @@ def progress() -> bool:
     return True
 
 
-def terminal() -> bool:
-    """Whether stderr is a terminal: for the bars of other libraries (sentence-transformers' "Batches"), which redraw
-    with carriage returns a log cannot show, so they are drawn on a terminal only."""
-    return sys.stderr.isatty()
-
-
 def print_json(obj: Any) -> None:
     """Pretty JSON on stdout, non-ASCII kept.
 

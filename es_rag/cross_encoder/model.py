@@ -349,10 +349,7 @@ class CrossEncoderReranker:
             return
         if not Path(self.name).is_dir() and not hub_cached(self.name) and not hub_reachable():
             # known before sentence-transformers (and torch) are imported: seconds a cold search would wait on
-            raise ModelLoadError(
-                f"cannot load cross-encoder {self.name!r}: not in the local model cache and the model "
-                "hub is unreachable (pass a local model directory, e.g. one trained with `es-rag train-reranker`)"
-            )
+            raise self._unreachable()
         try:
             import sentence_transformers  # noqa: F401
         except ImportError as exc:  # pragma: no cover - core dependency
@@ -372,17 +369,19 @@ class CrossEncoderReranker:
                 raise
             except Exception:
                 if not hub_reachable():
-                    raise ModelLoadError(
-                        f"cannot load cross-encoder {self.name!r}: not in the local model cache and the model "
-                        "hub is unreachable (pass a local model directory, e.g. one trained with "
-                        "`es-rag train-reranker`)"
-                    ) from None
+                    raise self._unreachable() from None
         try:
             self._model = self._construct(self.name, **kwargs)
         except ModelLoadError:
             raise
         except Exception as exc:
             raise ModelLoadError(f"cannot load cross-encoder {self.name!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _unreachable(self) -> ModelLoadError:
+        return ModelLoadError(
+            f"cannot load cross-encoder {self.name!r}: not in the local model cache and the model hub is unreachable "
+            "(pass a local model directory, e.g. one trained with `es-rag train-reranker`)"
+        )
 
     def _load_onnx_only(self, folder: str) -> None:
         """A shipped model: its tokenizer and config, and an onnxruntime session over its ``model.onnx``."""

@@ -21,18 +21,17 @@ import hashlib
 import json
 import os
 import tempfile
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from es_rag.encoders.onnx_graph import OPSET, export_graph, input_names, missing_modules
 from es_rag.errors import ModelLoadError
 
 EXPORT_VERSION = "1"
 """Bumped whenever the export recipe changes, so an older cached file is not reused."""
-OPSET = 18
 CACHE_ENV = "ES_RAG_ONNX_CACHE"
 """Environment variable naming the ONNX cache folder for hub models and read-only model directories."""
 
@@ -43,12 +42,7 @@ def require_onnx() -> None:
     Raises:
         ModelLoadError: onnxruntime, onnx or onnxscript cannot be imported.
     """
-    missing = []
-    for name in ("onnxruntime", "onnx", "onnxscript"):
-        try:
-            __import__(name)
-        except ImportError:
-            missing.append(name)
+    missing = missing_modules(("onnxruntime", "onnx", "onnxscript"))
     if missing:
         raise ModelLoadError(f"the onnx reranker backend needs {', '.join(missing)}: pip install 'es-rag[onnx]'")
 
@@ -115,17 +109,6 @@ def cache_path(model_name: str, key: str) -> Path:
     return root / f"es_rag-{key}.onnx"
 
 
-def input_names(tokenizer: Any) -> list[str]:
-    """The model inputs the tokenizer produces, in export order (``input_ids``, ``attention_mask``, then
-    ``token_type_ids`` when the model has segment ids).
-
-    Args:
-        tokenizer: The cross-encoder's tokenizer.
-    """
-    produced = set(getattr(tokenizer, "model_input_names", ("input_ids", "attention_mask")))
-    return ["input_ids", "attention_mask"] + (["token_type_ids"] if "token_type_ids" in produced else [])
-
-
 def export_onnx(hf_model: Any, tokenizer: Any, path: str | Path) -> Path:
     """Export ``hf_model`` (logits of a sequence-classification model) to ``path`` with dynamic batch and
     sequence axes; written to a temporary file first, then renamed (a reader never sees half a file).
@@ -162,39 +145,21 @@ def export_onnx(hf_model: Any, tokenizer: Any, path: str | Path) -> Path:
         return_tensors="pt",
     )
     args = tuple(example[n] for n in names)
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    was_training = hf_model.training
-    hf_model.eval()
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".onnx", dir=target.parent)
+    os.close(fd)
+    wrapper = (_SegmentLogits if "token_type_ids" in names else _Logits)(hf_model)
     try:
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                (_SegmentLogits if "token_type_ids" in names else _Logits)(hf_model),
-                args,
-                input_names=names,
-                output_names=["logits"],
-                dynamic_shapes={n: {0: batch, 1: seq} for n in names},
-                opset_version=OPSET,
-                dynamo=True,
-                verbose=False,
-            )
-        assert program is not None
-        fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".onnx", dir=target.parent)
-        os.close(fd)
-        try:
-            program.save(tmp, external_data=False)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        export_graph(wrapper, hf_model, args, names, "logits", Path(tmp), what="the cross-encoder")
+        os.replace(tmp, target)
     except ModelLoadError:
         raise
     except Exception as exc:
         raise ModelLoadError(f"ONNX export of the cross-encoder failed: {type(exc).__name__}: {exc}") from exc
     finally:
-        hf_model.train(was_training)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return target
 
 

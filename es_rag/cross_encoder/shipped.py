@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from es_rag.encoders.raw_tokenizer import json_object
 from es_rag.errors import ModelLoadError
 
 SHIPPED_EN = "es-rag-reranker-en"
@@ -54,14 +55,7 @@ def is_onnx_only(path: str | Path) -> bool:
 
 def card(path: str | Path) -> dict[str, Any]:
     """The model card (``es_rag_model.json``) of a shipped model directory; empty when it has none."""
-    file = Path(path) / CARD_FILE
-    if not file.is_file():
-        return {}
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{file}: unreadable model card: {exc}") from exc
-    return data if isinstance(data, dict) else {}
+    return json_object(Path(path) / CARD_FILE, " model card")
 
 
 class OnnxOnlyModel:

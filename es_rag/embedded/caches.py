@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from es_rag.cache_files import damaged, file_sums
 from es_rag.redact import get_logger
 
 if TYPE_CHECKING:
@@ -50,38 +51,6 @@ documents that have the field, the ``cjk`` stop set without ``an``, Lucene's Ext
 log = get_logger(__name__)
 
 
-def _crc32(path: Path) -> str:
-    crc = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            crc = zlib.crc32(block, crc)
-    return f"{crc:08x}"
-
-
-def _sums(folder: Path, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Size and CRC-32 of each of ``names`` that exists in ``folder``."""
-    return {
-        n: {"bytes": (folder / n).stat().st_size, "crc32": _crc32(folder / n)} for n in names if (folder / n).exists()
-    }
-
-
-def _damaged(folder: Path, sums: dict[str, Any]) -> str | None:
-    """The first file of a cache whose size or CRC-32 differs from its key file's record (or that is missing), else
-    None."""
-    for name, want in sums.items():
-        path = folder / str(name)
-        try:
-            if (
-                not isinstance(want, dict)
-                or path.stat().st_size != want.get("bytes")
-                or _crc32(path) != want.get("crc32")
-            ):
-                return str(name)
-        except OSError:
-            return str(name)
-    return None
-
-
 def _read_key(key_path: Path) -> dict[str, Any] | None:
     """A cache's key file; None when it is missing (never built), a warning too when it is unreadable."""
     try:
@@ -106,7 +75,7 @@ def _usable(folder: Path, key_path: Path, saved: dict[str, Any] | None, key: dic
     sums = saved.get("files")
     if not isinstance(sums, dict) or not sums:
         return False  # made by an es_rag that recorded no checksums: built again, without a word (not damage)
-    bad = _damaged(folder, sums)
+    bad = damaged(folder, sums)
     if bad is not None:
         log.warning(
             "%s",
@@ -183,7 +152,7 @@ def cached_bm25(
         sums: dict[str, dict[str, Any]] = {}
         if model is not None:
             model.save(str(tmp), show_progress=False, **names)
-            sums = _sums(tmp, list(names.values()))  # (the non-occurrence array exists only for some BM25 variants)
+            sums = file_sums(tmp, list(names.values()))  # (the non-occurrence array exists only for some BM25 variants)
             for name in sums:  # renamed into place: a process that maps the old file keeps reading it
                 os.replace(tmp / name, Path(folder) / name)
         (tmp / key_path.name).write_text(
@@ -230,7 +199,7 @@ def cached_ident(
     tmp = folder / f"ident-{os.getpid()}.tmp"
     try:
         tmp.mkdir(exist_ok=True)
-        sums = _sums(tmp, index.save(tmp, stem))
+        sums = file_sums(tmp, index.save(tmp, stem))
         for name in sums:
             os.replace(tmp / name, folder / name)
         (tmp / key_path.name).write_text(json.dumps({"key": key, "files": sums}), encoding="utf-8")

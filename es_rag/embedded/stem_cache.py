@@ -22,7 +22,9 @@ import threading
 import zlib
 from pathlib import Path
 
-CACHE_ENV = "ES_RAG_CACHE"
+from es_rag.cache_files import CACHE_ENV as CACHE_ENV  # re-exported
+from es_rag.cache_files import cache_root
+
 MAX_STEMS = 2_000_000
 """Words the file holds at most (about 40 MB); later words are computed and not written."""
 FORMAT = 1
@@ -33,7 +35,7 @@ def _paths() -> tuple[Path, Path] | None:
         version = importlib.metadata.version("nltk")
     except importlib.metadata.PackageNotFoundError:
         return None
-    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "es_rag") / "porter"
+    root = cache_root() / "porter"
     stem = f"stems-{FORMAT}-nltk-{version}-martin"
     return root / f"{stem}.json", root / f"{stem}.key.json"
 

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from es_rag.cache_files import cache_root
+
 
 def default_cache_dir() -> Path:
-    """``$ES_RAG_CACHE`` or ``$XDG_CACHE_HOME/es_rag`` (``~/.cache/es_rag``)."""
-    env = os.environ.get("ES_RAG_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "es_rag"
+    """``$ES_RAG_CACHE`` or ``$XDG_CACHE_HOME/es_rag`` (``~/.cache/es_rag``): :func:`es_rag.cache_files.cache_root`."""
+    return cache_root()
 
 
 class EmbeddingCache:

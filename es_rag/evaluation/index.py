@@ -10,7 +10,6 @@ live cluster the way ``es-rag ingest`` does.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ import numpy as np
 from es_rag.embedded.backend import EmbeddedBackend
 from es_rag.encoders.cache import EmbeddingCache, default_cache_dir
 from es_rag.errors import ConfigError
+from es_rag.progress import terminal
 from es_rag.records import Chunk, Hit
 from es_rag.settings import Settings
 
@@ -91,7 +91,7 @@ def build_index(
             batch_size=64,
             device=settings.encoder.device,
             precision=settings.encoder.precision,
-            show_progress=progress and sys.stderr.isatty(),  # its own bar redraws with \r: a terminal only
+            show_progress=progress and terminal(),  # its own bar redraws with \r: a terminal only
         )
         embedder.warm_up()
     cache = EmbeddingCache(Path(cache_dir) if cache_dir else default_cache_dir() / "embeddings", embedder.version)

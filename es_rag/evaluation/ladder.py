@@ -21,7 +21,6 @@ delta). Recall@N at steps 5/6 compares with the dense (4) and union (5) lists at
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from es_rag.errors import ConfigError
 from es_rag.evaluation.beir import load_beir
 from es_rag.evaluation.index import ChunkUnit, build_chunk_index
 from es_rag.evaluation.run import DEPTH, evaluate
+from es_rag.progress import terminal
 from es_rag.settings import Settings
 
 STRUCTURE_STRATEGIES = ("recursive", "structure")
@@ -242,7 +242,7 @@ def ladder(
             batch_size=64,
             device=base.encoder.device,
             precision=base.encoder.precision,
-            show_progress=progress and sys.stderr.isatty(),  # its own bar redraws with \r: a terminal only
+            show_progress=progress and terminal(),  # its own bar redraws with \r: a terminal only
         )
         embedder.warm_up()
     notes: list[str] = []

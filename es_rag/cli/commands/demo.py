@@ -8,7 +8,8 @@ import tempfile
 from typing import Any
 
 from es_rag.cli.options import POST_RETRIEVAL, add_json, add_settings, settings_from_args
-from es_rag.cli.render import print_json, print_result, progress, terminal
+from es_rag.cli.render import print_json, print_result, progress
+from es_rag.progress import terminal
 
 GOLDEN_FILE = "golden.jsonl"
 """The sample corpus's golden set (the manifest's queries and expected sources in the golden format)."""

@@ -20,8 +20,9 @@ from es_rag.cli.options import (
     settings_from_args,
     uses_cluster,
 )
-from es_rag.cli.render import print_json, terminal, waiting
+from es_rag.cli.render import print_json, waiting
 from es_rag.errors import EsRagError
+from es_rag.progress import terminal
 
 HELP = "blue-green reindex: build a new generation from the sources, evaluate it, swap atomically; roll back; clean up"
 DESCRIPTION = (
