@@ -184,7 +184,10 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def no_answer(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Abstention against the golden truth: precision = unanswerable among the abstentions, recall = abstentions
-    among the unanswerable questions (``gold: []``); None when every question has a gold source.
+    among the unanswerable questions (``gold: []``); None when every question has a gold source. When the
+    unanswerable questions come in several categories (``scripts/no_answer_sets.py``: a left-out article, a removed
+    paragraph), ``by_category`` scores each kind as if it were the only one: its recall, and its precision against
+    the answerable questions' abstentions.
 
     Args:
         rows: Per-question rows (``gold``, ``abstained``).
@@ -194,7 +197,7 @@ def no_answer(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         return None
     abstained = [r for r in rows if r["abstained"]]
     right = sum(1 for r in abstained if not r["gold"])
-    return {
+    out: dict[str, Any] = {
         "unanswerable": len(unanswerable),
         "abstained": len(abstained),
         "precision": round(right / len(abstained), 4) if abstained else None,
@@ -202,6 +205,19 @@ def no_answer(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         "answered_wrongly": len(unanswerable) - right,
         "abstained_wrongly": len(abstained) - right,
     }
+    kinds = sorted({str(r.get("category", "")) for r in unanswerable})
+    if len(kinds) > 1:  # each kind against the answerable questions, as if it were the only unanswerable kind
+        wrong = len(abstained) - right
+        out["by_category"] = {}
+        for kind in kinds:
+            mine = [r for r in unanswerable if r.get("category", "") == kind]
+            hit = sum(1 for r in mine if r["abstained"])
+            out["by_category"][kind] = {
+                "unanswerable": len(mine),
+                "precision": round(hit / (hit + wrong), 4) if hit + wrong else None,
+                "recall": round(hit / len(mine), 4),
+            }
+    return out
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -171,6 +171,11 @@ def format_golden(result: dict[str, Any]) -> str:
             f"no-answer: {no_answer['unanswerable']} unanswerable questions, {no_answer['abstained']} abstentions; "
             f"precision {_cell(no_answer['precision'], 0).strip()}, recall {_cell(no_answer['recall'], 0).strip()}",
         ]
+        lines.extend(
+            f"  {kind}: {k['unanswerable']} questions; precision {_cell(k['precision'], 0).strip()}, "
+            f"recall {_cell(k['recall'], 0).strip()}"
+            for kind, k in no_answer.get("by_category", {}).items()
+        )
     if result.get("latency_ms"):
         lines += ["", f"latency ms per stage {'mean':>9} {'p50':>9} {'p95':>9}"]
         lines.extend(

@@ -112,6 +112,27 @@ def test_no_answer_precision_and_recall_against_the_golden_truth() -> None:
     assert no_answer([_row([], False, None)])["precision"] is None  # type: ignore[index]
 
 
+def test_no_answer_scores_each_unanswerable_kind_against_the_answerable_abstentions() -> None:
+    rows = [
+        _row(["a"], True, category="answerable"),  # a wrong abstention, counted against both kinds
+        _row(["a"], False, category="answerable"),
+        _row([], True, None, category="no-answer"),
+        _row([], True, None, category="no-answer"),
+        _row([], True, None, category="no-answer-paragraph"),
+        _row([], False, None, category="no-answer-paragraph"),
+        _row([], False, None, category="no-answer-paragraph"),
+    ]
+    out = no_answer(rows)
+    assert out is not None
+    assert (out["precision"], out["recall"]) == (pytest.approx(0.75), pytest.approx(0.6))
+    assert out["by_category"] == {
+        "no-answer": {"unanswerable": 2, "precision": pytest.approx(0.6667, abs=1e-4), "recall": 1.0},
+        "no-answer-paragraph": {"unanswerable": 3, "precision": 0.5, "recall": pytest.approx(0.3333, abs=1e-4)},
+    }
+    one_kind = [r for r in rows if r["category"] != "no-answer-paragraph"]
+    assert "by_category" not in (no_answer(one_kind) or {})
+
+
 def test_summary_means_over_the_questions_with_spans_and_the_duplicate_rate_over_all_evidence() -> None:
     rows = [_row(["a"], False, 1.0), _row(["a"], False, 0.5), _row([], True, None)]
     s = summarize(rows)
