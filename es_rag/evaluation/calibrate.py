@@ -303,7 +303,9 @@ def calibrate_golden(
     groups: tuple[str, ...] = (),
     progress: bool = False,
 ) -> CalibrationFit:
-    """Fit ``model``'s calibration on a golden file run against the user's index.
+    """Fit ``model``'s calibration on a golden file run against the user's index. A candidate is relevant when it
+    holds an answer span (:meth:`~es_rag.evaluation.golden.GoldenQuestion.holds_answer`; any chunk of a gold source
+    for a question without spans).
 
     Args:
         golden: Golden JSONL file (:mod:`es_rag.evaluation.golden`).
@@ -321,7 +323,7 @@ def calibrate_golden(
     questions = load_golden(golden)
     settings = calibration_settings(settings, model)
     pipeline = build_pipeline(settings, backend, embedder)
-    cases = [(q.id, q.question, question_filter(q, tenant, groups), q.relevant) for q in questions]
+    cases = [(q.id, q.question, question_filter(q, tenant, groups), q.holds_answer) for q in questions]
     scored = scored_queries(pipeline, cases, progress=progress)
     return fit_calibration(scored, data={"golden": str(golden), "model": model, "rerank_k": settings.rerank.k})
 

@@ -78,6 +78,22 @@ class GoldenQuestion:
             return True
         return hit.chunk_id in chunks or (hit.parent_id is not None and hit.parent_id in self.acceptable_parents)
 
+    def holds_answer(self, hit: Hit) -> bool:
+        """Whether ``hit`` holds gold evidence at passage level: its characters overlap one of the question's
+        ``spans`` in the same source. A question without spans, or a hit without offsets, falls back to
+        :meth:`relevant` (source level). This is what a cross-encoder's score is about (does this passage answer?),
+        so ``es-rag calibrate --golden`` labels candidates with it.
+
+        Args:
+            hit: A retrieved chunk.
+        """
+        if not self.spans or hit.start_offset is None or hit.end_offset is None:
+            return self.relevant(hit)
+        return any(
+            sp.source_id == hit.source_id and sp.start < hit.end_offset and hit.start_offset < sp.end
+            for sp in self.spans
+        )
+
 
 def _strings(where: str, name: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):

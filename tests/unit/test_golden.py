@@ -4,6 +4,7 @@ a hand-built case whose values are worked out in the comments."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,20 @@ def test_relevance_rule() -> None:
     assert not q.relevant(_hit("b2", "B"))  # another chunk of B
     assert q.relevant(_hit("b3", "B", parent="pB"))  # a child of an acceptable parent
     assert not q.relevant(_hit("c1", "C", parent="pB"))  # C is not gold at all
+
+
+def test_holds_answer_is_span_level_and_falls_back_to_the_source_rule() -> None:
+    q = parse_question({"question": "q", "gold": ["A"], "spans": [{"source_id": "A", "start": 10, "end": 20}]},
+                       "f:1", 1)  # fmt: skip
+    at = lambda s, e, src="A": _hit("x", src, s, e)  # noqa: E731
+    assert q.holds_answer(at(0, 11)) and q.holds_answer(at(19, 40)) and q.holds_answer(at(12, 15))
+    assert not q.holds_answer(at(0, 10))  # ends where the span starts: [start, end) do not overlap
+    assert not q.holds_answer(at(20, 30))
+    assert not q.holds_answer(at(10, 20, "B"))  # the same offsets in another source
+    assert q.relevant(at(20, 30))  # the source rule still counts it
+    assert q.holds_answer(replace(at(20, 30), start_offset=None, end_offset=None))  # no offsets: the source rule
+    no_spans = parse_question({"question": "q", "gold": ["A"]}, "f:2", 2)
+    assert no_spans.holds_answer(at(20, 30)) and not no_spans.holds_answer(at(20, 30, "B"))
 
 
 # Question 1: gold A and B; ranked chunks x(C), a1(A), c2(C), b1(B), a2(A) -> sources ~C, A, B.
