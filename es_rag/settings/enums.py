@@ -183,6 +183,15 @@ class RerankFusion(Choice):
     INTERPOLATE = "interpolate"
 
 
+class ThresholdScope(Choice):
+    """What the cross-encoder's calibrated no-answer threshold cuts: ``query``, only the verdict (no sufficient
+    evidence when the best candidate is below it, every candidate kept otherwise); ``hit``, also every candidate
+    below it."""
+
+    QUERY = "query"
+    HIT = "hit"
+
+
 class Aggregation(Choice):
     """How window scores of one passage combine: ``max`` or ``mean_top_m``."""
 

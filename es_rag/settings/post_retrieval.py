@@ -20,6 +20,7 @@ from es_rag.settings.enums import (
     MmrPath,
     RerankBackend,
     RerankFusion,
+    ThresholdScope,
 )
 
 
@@ -258,6 +259,13 @@ class GateSettings(Group):
     margin: float | None = opt(
         None, flat="gate_margin", metavar="MARGIN|off", help="keep only top-1 when it beats top-2 by at least this"
     )
+    threshold_scope: ThresholdScope = opt(
+        ThresholdScope.HIT,
+        flat="gate_threshold_scope",
+        metavar="query|hit",
+        help="what a calibrated reranker's no-answer threshold cuts: query = only the verdict (no sufficient "
+        "evidence when the best candidate is below it); hit = also every candidate below it",
+    )
     min_dense: float | None = opt(
         None,
         flat="gate_min_dense",
@@ -272,6 +280,7 @@ class GateSettings(Group):
         self._number("cliff", above=0.0)
         self._number("margin", above=0.0)
         self._number("min_dense", above=0.0)
+        self._enum("threshold_scope", ThresholdScope)
 
 
 @dataclass(frozen=True, kw_only=True)

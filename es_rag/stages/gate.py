@@ -77,8 +77,15 @@ def apply_gate(
     margin: float | None,
     scale: str,
     cliff_off: str | None = None,
+    scope: str = "hit",
 ) -> StageOutput:
     """Cut a reranked list by threshold, cliff and margin, or pass a fused list through untouched.
+
+    The cliff and the margin read the scores, not the list's order: a list blended with the fused order
+    (``rerank_fusion`` ``interpolate`` or ``rrf``) is not sorted by the cross-encoder, and a drop between two
+    neighbours of that order says nothing. So the cliff cuts every hit scoring below the first drop of the sorted
+    scores, and the margin compares the two best scores, wherever those hits stand; the survivors keep the order
+    they came in. On a list sorted by these scores (``replace``) this is the cut after the first drop.
 
     Args:
         hits: Candidates, best first.
@@ -90,6 +97,8 @@ def apply_gate(
         scale: Name of the score scale for the reasons (``calibrated`` or ``raw``).
         cliff_off: Why a configured cliff is not applied (``cliff`` is then None); it ends the basis as
             ``cliff off: <reason>`` and is recorded as ``info["cliff"]``.
+        scope: ``hit``: the threshold drops every hit below it; ``query``: it only decides the verdict (every hit
+            is dropped when the best is below it, none otherwise).
     """
     if gate_scores is None:
         return _decided(
@@ -100,7 +109,14 @@ def apply_gate(
     dropped: list[tuple[str, str]] = []
     info: dict[str, Any] = {"scale": scale, "scores": [round(s, 6) for s in scores[:20]]}
     parts = []
-    if threshold is not None:
+    if threshold is not None and scope == "query":
+        parts.append(f"calibrated threshold {threshold} on the best hit")
+        best = max(scores, default=0.0)
+        if best < threshold:
+            reason = f"best {scale} score {best:.4f} < threshold {threshold}"
+            dropped.extend((hits[i].chunk_id, reason) for i in kept)
+            kept = []
+    elif threshold is not None:
         parts.append(f"calibrated threshold {threshold}")
         passing = [i for i in kept if scores[i] >= threshold]
         for i in kept:
@@ -109,22 +125,26 @@ def apply_gate(
         kept = passing
     if cliff is not None and len(kept) > 1:
         parts.append(f"cliff {cliff}")
-        cut = score_cliff([scores[i] for i in kept], cliff)
+        ranked = sorted(kept, key=lambda i: (-scores[i], i))
+        cut = score_cliff([scores[i] for i in ranked], cliff)
         if cut is not None:
             info["cliff_after"] = cut + 1
-            edge = scores[kept[cut]]
-            for i in kept[cut + 1 :]:
-                dropped.append((hits[i].chunk_id, f"after a score cliff ({edge:.4f} -> {scores[kept[cut + 1]]:.4f})"))
-            kept = kept[: cut + 1]
+            edge, below = scores[ranked[cut]], scores[ranked[cut + 1]]
+            gone = set(ranked[cut + 1 :])
+            dropped.extend(
+                (hits[i].chunk_id, f"after a score cliff ({edge:.4f} -> {below:.4f})") for i in kept if i in gone
+            )
+            kept = [i for i in kept if i not in gone]
     if len(kept) > 1:
-        gap = scores[kept[0]] - scores[kept[1]]
+        best, second = sorted(kept, key=lambda i: (-scores[i], i))[:2]
+        gap = scores[best] - scores[second]
         info["top1_top2_margin"] = round(gap, 6)
         if margin is not None:
             parts.append(f"margin {margin}")
             if gap >= margin:
-                for i in kept[1:]:
-                    dropped.append((hits[i].chunk_id, f"top-1 margin {gap:.4f} >= {margin}: single clear answer"))
-                kept = kept[:1]
+                reason = f"top-1 margin {gap:.4f} >= {margin}: single clear answer"
+                dropped.extend((hits[i].chunk_id, reason) for i in kept if i != best)
+                kept = [best]
     elif margin is not None:
         parts.append(f"margin {margin}")
     if threshold is None:
@@ -211,4 +231,5 @@ def _ranked_gate(hits: Sequence[Hit], *, reranked: bool, calibration: Any, setti
         margin=settings.margin,
         scale="calibrated" if calibrated else "raw",
         cliff_off=NOT_CALIBRATED if settings.cliff is not None and not cliff_on else None,
+        scope=str(settings.threshold_scope),
     )

@@ -93,6 +93,31 @@ def test_threshold_nothing_passes() -> None:
     assert out.path == "no_sufficient_evidence: " + basis
 
 
+def test_a_query_scoped_threshold_decides_the_verdict_and_keeps_every_hit() -> None:
+    hs = _hits(3)
+    out = apply_gate(hs, [0.875, 0.5, 0.25], threshold=0.625, cliff=None, margin=None, scale="calibrated",
+                     scope="query")  # fmt: skip
+    assert _ids(out) == ["h0", "h1", "h2"] and out.dropped == []
+    assert out.info["status"] == "evidence"
+    assert out.info["basis"] == "calibrated threshold 0.625 on the best hit on calibrated scores"
+    # the best hit need not come first (an interpolated order): the verdict reads the best score, not the first
+    out = apply_gate(hs, [0.25, 0.75, 0.5], threshold=0.625, cliff=None, margin=None, scale="calibrated",
+                     scope="query")  # fmt: skip
+    assert _ids(out) == ["h0", "h1", "h2"]
+    out = apply_gate(hs, [0.5, 0.375, 0.25], threshold=0.625, cliff=0.125, margin=0.0625, scale="calibrated",
+                     scope="query")  # fmt: skip
+    assert out.hits == [] and out.info["status"] == NO_SUFFICIENT_EVIDENCE
+    assert out.dropped == [(h.chunk_id, "best calibrated score 0.5000 < threshold 0.625") for h in hs]
+
+
+def test_the_settings_choose_the_threshold_scope() -> None:
+    cal = Calibration(temperature=1.0, bias=0.0, threshold=0.625, source="es_rag_calibration.json")
+    hs = [h.replace(rerank_score=s, calibrated_score=s) for h, s in zip(_hits(3), [0.875, 0.5, 0.25], strict=True)]
+    by_hit = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None))
+    by_query = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None, threshold_scope="query"))
+    assert _ids(by_hit) == ["h0"] and _ids(by_query) == ["h0", "h1", "h2"]
+
+
 def test_threshold_on_no_hits() -> None:
     out = apply_gate([], [], threshold=0.5, cliff=None, margin=None, scale="calibrated")
     assert out.hits == [] and out.dropped == []
@@ -168,6 +193,21 @@ def test_cliff_after_threshold_uses_the_passing_hits() -> None:
     assert out.info["top1_top2_margin"] == 0.125
     assert out.info["basis"] == "calibrated threshold 0.25 + cliff 0.5 on calibrated scores"
     assert out.info["status"] == "evidence"
+
+
+def test_cliff_and_margin_read_the_scores_not_the_order() -> None:
+    # an interpolated order: the cross-encoder's best hit is second, and neighbours of the order differ by 0.5
+    hs = _hits(5)
+    out = apply_gate(hs, [0.75, 1.0, 0.25, 0.875, 0.125], threshold=None, cliff=0.5, margin=None, scale="calibrated")
+    assert _ids(out) == ["h0", "h1", "h3"]  # sorted 1.0, 0.875, 0.75 | 0.25, 0.125: the order of the list is kept
+    assert out.dropped == [
+        ("h2", "after a score cliff (0.7500 -> 0.2500)"),
+        ("h4", "after a score cliff (0.7500 -> 0.2500)"),
+    ]
+    assert out.info["cliff_after"] == 3 and out.info["top1_top2_margin"] == 0.125
+    out = apply_gate(hs, [0.25, 1.0, 0.5, 0.125, 0.0], threshold=None, cliff=None, margin=0.5, scale="calibrated")
+    assert _ids(out) == ["h1"]  # the best score wins the margin, though it stands second
+    assert [d[0] for d in out.dropped] == ["h0", "h2", "h3", "h4"]
 
 
 def test_cliff_needs_two_hits() -> None:
@@ -299,15 +339,17 @@ def test_fitted_means_sigmoid_from_a_file_or_the_settings() -> None:
 
 
 def test_run_default_calibration_leaves_the_cliff_off() -> None:
-    # calibrated scores 0.25, 0.875, 0.0 with the default calibration: the 0.875 -> 0.0 drop is no cliff here, since
-    # an uncalibrated sigmoid of the logit says nothing absolute; the margin (set on purpose) still applies
+    # calibrated scores 0.25, 0.875, 0.0 with the default calibration: the 0.875 -> 0.25 drop is no cliff here, since
+    # an uncalibrated sigmoid of the logit says nothing absolute; the margin (set on purpose) still applies: the best
+    # score (b's, second in the list) beats the next (a's) by 0.625
     out = run(_scored(), reranked=True, calibration=Calibration(), settings=GateSettings(cliff=0.5, margin=0.25))
-    assert _ids(out) == ["a", "b", "c"]
-    assert out.dropped == []
+    assert _ids(out) == ["b"]
+    margin = "top-1 margin 0.6250 >= 0.25: single clear answer"
+    assert out.dropped == [("a", margin), ("c", margin)]
     assert out.info == {
         "scale": "calibrated",
         "scores": [0.25, 0.875, 0.0],
-        "top1_top2_margin": -0.625,
+        "top1_top2_margin": 0.625,
         "cliff": "off: model not calibrated",
         "status": "undecided",
         "basis": "margin 0.25 on calibrated scores" + NO_THRESHOLD + NOT_CALIBRATED,
@@ -324,20 +366,24 @@ def test_run_default_calibration_without_a_cliff_setting_says_nothing_of_it() ->
 
 def test_run_takes_cliff_and_margin_from_settings_once_calibrated() -> None:
     out = run(_scored(), reranked=True, calibration=CALIBRATED, settings=GateSettings(cliff=0.5, margin=0.25))
-    # calibrated scores 0.25, 0.875, 0.0: no threshold; no drop of 0.5 between neighbours (0.25 -> 0.875 is a rise,
-    # 0.875 -> 0.0 is a drop of 0.875 after index 1)
-    assert _ids(out) == ["a", "b"]
-    assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
-    assert out.info["cliff_after"] == 2
-    assert out.info["top1_top2_margin"] == -0.625
+    # calibrated scores 0.25, 0.875, 0.0: no threshold; sorted, 0.875 -> 0.25 is a drop of 0.625 after the best,
+    # so only b (second in the list) stays, and no margin is left to measure
+    assert _ids(out) == ["b"]
+    cliff = "after a score cliff (0.8750 -> 0.2500)"
+    assert out.dropped == [("a", cliff), ("c", cliff)]
+    assert out.info["cliff_after"] == 1
+    assert "top1_top2_margin" not in out.info
     assert "cliff" not in out.info
     assert out.info["basis"] == "cliff 0.5 + margin 0.25 on calibrated scores" + NO_THRESHOLD
 
 
 def test_run_explicit_settings_count_as_calibrated() -> None:
     out = run(_scored(), reranked=True, calibration=Calibration(source="settings"), settings=GateSettings(cliff=0.5))
-    assert _ids(out) == ["a", "b"]
-    assert out.dropped == [("c", "after a score cliff (0.8750 -> 0.0000)")]
+    assert _ids(out) == ["b"]
+    assert out.dropped == [
+        ("a", "after a score cliff (0.8750 -> 0.2500)"),
+        ("c", "after a score cliff (0.8750 -> 0.2500)"),
+    ]
 
 
 def test_run_a_fitted_threshold_then_the_cliff() -> None:
