@@ -41,7 +41,7 @@ from es_rag.embedded.lexical import LexicalChannels, field_weights
 from es_rag.embedded.lexical import _scorable_tokens as _scorable_tokens  # re-exported (tests)
 from es_rag.embedded.store import LOCK_TIMEOUT_S as LOCK_TIMEOUT_S  # re-exported
 from es_rag.embedded.store import write_lock as write_lock  # re-exported: es_rag.embedded.backend.write_lock
-from es_rag.embedded.vectors import knn_rows, prepared_knn_scores, unit_rows, vector_refusal
+from es_rag.embedded.vectors import filtered_knn, knn_rows, unit_rows, vector_refusal
 from es_rag.embedded.vectors import knn_scores as knn_scores  # re-exported
 from es_rag.embedded.versions import EmbeddedVersionStore
 from es_rag.errors import ConfigError, InputError
@@ -485,10 +485,8 @@ class EmbeddedBackend(LexicalChannels):
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self._matrix.shape[1]:
             raise ConfigError(f"query vector has {q.shape[0]} dims, the index holds {self._matrix.shape[1]}")
-        scores = prepared_knn_scores(self._matrix, q, self.similarity)
-        candidates = np.flatnonzero(mask)
-        order = candidates[np.argsort(-scores[candidates], kind="stable")]
-        return [self._hit(int(i)).replace(dense_score=float(scores[i])) for i in order[:k]]
+        rows, scores = filtered_knn(self._matrix, q, self.similarity, np.flatnonzero(mask), k)
+        return [self._hit(int(i)).replace(dense_score=float(s)) for i, s in zip(rows, scores, strict=True)]
 
     def retrieve(
         self, query_text: str, query_vector: np.ndarray | None, flt: SearchFilter, settings: Settings

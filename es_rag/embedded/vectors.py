@@ -124,3 +124,50 @@ def unit_rows(matrix: np.ndarray) -> bool:
         if np.any(_needs_normalising(np.einsum("ij,ij->i", block, block, dtype=np.float64))):
             return False
     return True
+
+
+GATHER_SHARE = 0.125
+"""Below this share of visible rows, :func:`filtered_knn` copies the visible rows and scores only them (a filtered
+exact search, as Lucene's exact search under a filter reads only the filter's documents); at or above it, one product
+over the whole matrix is cheaper than the copy (``benchmarks/filtered_knn_bench.py`` measures where they cross)."""
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest ``scores``, best first, ties by position (what a stable sort of ``-scores``
+    gives), without sorting every score: ``argpartition`` to the k-th value, then a sort of what reaches it.
+
+    Args:
+        scores: One score per position.
+        k: How many.
+    """
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.intp)
+    if k < n:
+        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        head = np.flatnonzero(scores >= kth)  # every tie of the k-th value, ascending: the stable order's candidates
+    else:
+        head = np.arange(n)
+    return head[np.argsort(-scores[head], kind="stable")][:k]
+
+
+def filtered_knn(
+    rows: np.ndarray, query: np.ndarray, similarity: Similarity, visible: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` of the ``visible`` rows: their row numbers, best first (ties by row number), and their
+    :func:`prepared_knn_scores`. A selective filter (fewer than :data:`GATHER_SHARE` of the rows) scores only the
+    visible rows; a broad one scores the whole matrix once and reads the visible scores.
+
+    Args:
+        rows: :func:`knn_rows` of the stored vectors.
+        query: Query vector.
+        similarity: The mapping's similarity.
+        visible: Ascending row numbers the filter lets through.
+        k: Number of hits.
+    """
+    if visible.shape[0] < GATHER_SHARE * rows.shape[0]:
+        scores = prepared_knn_scores(np.take(rows, visible, axis=0), query, similarity)
+    else:
+        scores = prepared_knn_scores(rows, query, similarity)[visible]
+    best = top_k(scores, k)
+    return visible[best], scores[best]
