@@ -63,6 +63,11 @@ class Chunk:
     """First page (1-based) the chunk's text is on, for a paged source (PDF); None for the others."""
     page_end: int | None = None
     """Last page (1-based) the chunk's text is on (``== page_start`` when it stays on one page)."""
+    page_label_start: str | None = None
+    """The printed label of ``page_start`` (PDF ``/PageLabels``: ``iv``, ``8``, ``A-3``) when the document labels its
+    pages; None otherwise (citations then name the 1-based page)."""
+    page_label_end: str | None = None
+    """The printed label of ``page_end``."""
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -110,6 +115,9 @@ class Chunk:
         if self.page_start is not None:
             doc["page_start"] = self.page_start
             doc["page_end"] = self.page_end if self.page_end is not None else self.page_start
+        if self.page_label_start is not None:
+            doc["page_label_start"] = self.page_label_start
+            doc["page_label_end"] = self.page_label_end if self.page_label_end is not None else self.page_label_start
         if self.meta:
             doc["meta"] = dict(self.meta)
         if include_vector and self.vector is not None:
@@ -131,18 +139,33 @@ def _page(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def page_label(page_start: int | None, page_end: int | None) -> str:
-    """How a citation names its pages: ``p. 14``, ``pp. 14-15``, or ``""`` for a source without pages.
+def page_label(
+    page_start: int | None, page_end: int | None, label_start: str | None = None, label_end: str | None = None
+) -> str:
+    """How a citation names its pages: ``p. 14``, ``pp. 14-15``, or ``""`` for a source without pages. A document
+    that labels its pages (PDF ``/PageLabels``) is cited by the labels it prints (``p. 8`` for its 15th page,
+    ``pp. iv-1``).
 
     Args:
         page_start: First page (1-based), None when the source has none.
         page_end: Last page.
+        label_start: The printed label of the first page, when the document has labels.
+        label_end: The printed label of the last page.
     """
     if page_start is None:
         return ""
-    if page_end is None or page_end == page_start:
-        return f"p. {page_start}"
-    return f"pp. {page_start}-{page_end}"
+    if label_start is not None:
+        first, last = label_start, label_end if label_end is not None else label_start
+        same = page_end is None or page_end == page_start
+    else:
+        first, last = str(page_start), str(page_end if page_end is not None else page_start)
+        same = first == last
+    return f"p. {first}" if same else f"pp. {first}-{last}"
+
+
+def _label(value: Any) -> str | None:
+    """A stored page label as a string (None when absent)."""
+    return None if value is None else str(value)
 
 
 CHANNEL_SCORE_FIELD = {"bm25": "bm25_score", "dense": "dense_score", "exact": "exact_score"}
@@ -177,6 +200,8 @@ class Hit:
     language: str | None = None
     page_start: int | None = None
     page_end: int | None = None
+    page_label_start: str | None = None
+    page_label_end: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     bm25_score: float | None = None
@@ -239,6 +264,8 @@ class Hit:
             language=None if source.get("language") is None else str(source["language"]),
             page_start=_page(source.get("page_start")),
             page_end=_page(source.get("page_end", source.get("page_start"))),
+            page_label_start=_label(source.get("page_label_start")),
+            page_label_end=_label(source.get("page_label_end", source.get("page_label_start"))),
             meta=dict(source.get("meta") or {}),
             vector=vector,
             visible_text=None if source.get("visible_text") is None else str(source["visible_text"]),

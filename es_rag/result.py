@@ -88,6 +88,9 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
     if hit.page_start is not None:  # a paged source (PDF)
         out["page_start"] = hit.page_start
         out["page_end"] = hit.page_end
+    if hit.page_label_start is not None:  # the labels the PDF prints on those pages
+        out["page_label_start"] = hit.page_label_start
+        out["page_label_end"] = hit.page_label_end
     if hit.visible_text is not None:  # HTML: ``text`` is the markup span, this is what the models read
         out["visible_text"] = hit.visible_text
     return out

@@ -243,6 +243,7 @@ class Chunker:
         pages: Sequence[int] = (),
         headings: Sequence[Heading] = (),
         escapes: Sequence[int] | None = None,
+        page_labels: Sequence[str] = (),
     ) -> list[Chunk]:
         """Chunk one source into parents (if the strategy makes them) followed by children.
 
@@ -260,6 +261,8 @@ class Chunker:
                 class, :class:`~es_rag.chunking.code.CodeLayout`; the structure-aware strategies only).
             pages: The start offset of each page of a paged source (page ``i + 1`` starts at ``pages[i]``): every
                 chunk gets its ``page_start`` and ``page_end``; empty for a source without pages.
+            page_labels: The printed label of each page (PDF ``/PageLabels``), one per page of ``pages``: every chunk
+                gets its ``page_label_start`` and ``page_label_end``; empty for a document without labels.
             headings: ``pdf`` only: ``(offset, level, title)`` of the headings the extraction found (its sections).
             escapes: ``markdown`` only: ``text`` is a Word or OpenDocument file's text as written, and these are the
                 offsets before which its Markdown rendering has a backslash (:mod:`es_rag.ingest.office_render`): the
@@ -318,6 +321,10 @@ class Chunker:
 
         # A source without chunkable text (e.g. headings only) yields no chunk; ingestion reports it.
         groups = self._plan(layout, prefix)
+        labels = list(page_labels)
+        if labels and len(labels) != len(pages):
+            raise InputError(doc, "page_labels", f"{len(labels)} labels for {len(pages)} pages")
+        labelled = bool(labels)
 
         def make(kind: str, span: Span, path: tuple[str, ...], parent_id: str | None) -> Chunk:
             header = self._header(layout, *span) if kind == "child" else ""
@@ -329,6 +336,7 @@ class Chunker:
             ctx: str | None = None
             if kind == "child" and (self.contextual or header):
                 ctx = prefix(path) + header + piece
+            first, last = page_span(pages, start, end) if pages else (0, 0)
             return Chunk(
                 chunk_id=stable_chunk_id(source_id, source_version, version, kind, start, end, tenant_id),
                 source_id=source_id,
@@ -346,8 +354,10 @@ class Chunker:
                 kind=kind,
                 source_path=source_path,
                 contextual_text=ctx,
-                page_start=page_span(pages, start, end)[0] if pages else None,
-                page_end=page_span(pages, start, end)[1] if pages else None,
+                page_start=first if pages else None,
+                page_end=last if pages else None,
+                page_label_start=labels[first - 1] if labelled else None,
+                page_label_end=labels[last - 1] if labelled else None,
             )
 
         parents: list[Chunk] = []

@@ -29,13 +29,15 @@ from es_rag.es_request import EsRequest
 from es_rag.metadata import METADATA_SCHEMA_VERSION
 from es_rag.settings import SEMANTIC_FIELD, Analyzer, Settings, VectorMode
 
-ASSET_VERSION = 13
+ASSET_VERSION = 14
 """Bumped whenever any asset body changes; ``doctor`` compares it with the installed ``_meta.version``. 10: the version
 registry's ``retired`` field (the pending purge; ``es-rag setup`` adds it to an existing registry index). 11: its
 ``digests`` field (what each served source holds: an unchanged source is not embedded again). 12: the stored search
 template's ``rescore`` param (the kNN search's ``rescore_vector`` of a quantized index), and no ``rescore_vector``
 in the mapping of a cluster that refuses it (9.0, 8.18). 13: ``page_start`` / ``page_end`` (integer) in the chunk
-and parent mappings: the pages of a PDF chunk, which its citations name."""
+and parent mappings: the pages of a PDF chunk, which its citations name. 14: ``page_label_start`` /
+``page_label_end`` (keyword) beside them: the labels a PDF prints on those pages (``/PageLabels``), which citations
+name instead of the page index."""
 
 CHUNK_PIPELINE_ASSET = {
     VectorMode.CLIENT: "chunks",
@@ -362,8 +364,9 @@ def registry_mapping_request(settings: Settings) -> EsRequest:
     return EsRequest("PUT", f"{settings.index_name('versions')}/_mapping", body)
 
 
-PAGE_FIELDS = ("page_start", "page_end")
-"""Fields of the chunk and parent mappings added by asset version 13 (a PDF chunk's pages)."""
+PAGE_FIELDS = ("page_start", "page_end", "page_label_start", "page_label_end")
+"""Fields of the chunk and parent mappings added since asset version 12: a PDF chunk's pages (13) and their printed
+labels (14)."""
 
 
 def added_fields_request(settings: Settings, kind: str) -> EsRequest:

@@ -46,6 +46,8 @@ SOURCE_FIELDS = [
     "end_offset",
     "page_start",
     "page_end",
+    "page_label_start",
+    "page_label_end",
     "chunker_version",
     "embedding_version",
     "tenant_id",

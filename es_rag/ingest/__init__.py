@@ -115,6 +115,7 @@ def chunk_documents(
                 source_path=doc.source_path,
                 fmt=doc.fmt,
                 pages=doc.pages,
+                page_labels=doc.page_labels,
                 headings=doc.headings,
                 escapes=doc.escapes,
             )

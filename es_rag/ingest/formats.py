@@ -86,6 +86,7 @@ class SourceText:
         warnings: What the extraction could not read (scanned pages, skipped images), each said once.
         escapes: A Word or OpenDocument file's: the offsets before which its Markdown rendering has a backslash
             (:mod:`es_rag.ingest.office_render`); None for any other file.
+        page_labels: The label each page prints (a PDF with ``/PageLabels``), one per page; else empty.
     """
 
     text: str
@@ -96,6 +97,7 @@ class SourceText:
     headings: tuple[tuple[int, int, str], ...] = ()
     warnings: tuple[str, ...] = ()
     escapes: tuple[int, ...] | None = None
+    page_labels: tuple[str, ...] = ()
 
 
 def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> SourceText:
@@ -121,6 +123,7 @@ def read_source(name: str, data: bytes, fmt: str, encoding: str = "utf-8") -> So
             extracted=True,
             title=pdf.title,
             pages=pdf.pages,
+            page_labels=pdf.page_labels,
             headings=tuple((h.offset, h.level, h.title) for h in pdf.headings),
             warnings=tuple(w.removeprefix(f"{name}: ") for w in pdf.warnings),
         )

@@ -55,7 +55,7 @@ import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from es_rag.errors import InputError
@@ -123,6 +123,8 @@ class PdfText:
         empty_pages: 1-based pages with neither text nor page-sized images (blank pages, drawings).
         title: The document's ``Title`` metadata, when set.
         warnings: What a reader of the index must know, each said once (scanned pages, unusable outline entries).
+        page_labels: The label each page prints (:func:`page_labels`), one per page; empty when the document has
+            none.
     """
 
     name: str
@@ -134,6 +136,7 @@ class PdfText:
     empty_pages: tuple[int, ...] = ()
     title: str | None = None
     warnings: tuple[str, ...] = ()
+    page_labels: tuple[str, ...] = ()
 
     def page_of(self, offset: int) -> int:
         """The 1-based page an offset of :attr:`text` is on (the page break after a page's text belongs to it).
@@ -231,7 +234,31 @@ def _extract(doc: Any, name: str) -> PdfText:
         finally:
             page.close()
     title = (doc.get_metadata_value("Title") or "").strip() or None
-    return _assemble(name, pages, title=title, outline=bool(bookmarks), unplaced=unplaced)
+    text = _assemble(name, pages, title=title, outline=bool(bookmarks), unplaced=unplaced)
+    return replace(text, page_labels=page_labels(doc, count))
+
+
+def page_labels(doc: Any, count: int) -> tuple[str, ...]:
+    """The label each page prints, as the document's ``/PageLabels`` number tree defines it (ISO 32000-1, 12.4.2:
+    a style per range, decimal, Roman or letters, a prefix and a start), read through PDFium
+    (``FPDF_GetPageLabel``); empty when the document has no labels, or when every label is just its page's 1-based
+    number. A page left without a label by a labelled document is named by its number.
+
+    Args:
+        doc: The open ``pypdfium2.PdfDocument``.
+        count: Its page count.
+    """
+    import pypdfium2 as pdfium
+
+    labels = []
+    for i in range(count):
+        try:
+            labels.append((doc.get_page_label(i) or "").strip())
+        except pdfium.PdfiumError:
+            labels.append("")
+    if not any(labels) or all(label == str(i + 1) for i, label in enumerate(labels)):
+        return ()
+    return tuple(label or str(i + 1) for i, label in enumerate(labels))
 
 
 def _bookmarks(doc: Any, count: int) -> tuple[list[_Bookmark], int]:

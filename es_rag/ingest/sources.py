@@ -65,6 +65,8 @@ class SourceDoc:
     meta: Mapping[str, Any] = field(default_factory=dict)
     pages: tuple[int, ...] = ()
     """Start offset of each page in ``text`` (a PDF), else empty."""
+    page_labels: tuple[str, ...] = ()
+    """The label each page prints (a PDF with ``/PageLabels``), one per page of ``pages``; else empty."""
     headings: tuple[tuple[int, int, str], ...] = ()
     """``(offset, level, title)`` of each heading found by a PDF's extraction (its sections), else empty."""
     escapes: tuple[int, ...] | None = None
@@ -461,6 +463,7 @@ def _file_doc(
         fmt=source.fmt,
         meta=own,
         pages=source.pages,
+        page_labels=source.page_labels,
         headings=source.headings,
         escapes=source.escapes,
     )

@@ -202,6 +202,8 @@ def hit_metadata(hit: Hit, *, citation: str | None, status: str) -> dict[str, An
         "end_offset": hit.end_offset,
         "page_start": hit.page_start,
         "page_end": hit.page_end,
+        "page_label_start": hit.page_label_start,
+        "page_label_end": hit.page_label_end,
         "meta": dict(hit.meta),
         "chunker_version": hit.chunker_version,
         "embedding_version": hit.embedding_version,

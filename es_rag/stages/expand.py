@@ -152,14 +152,20 @@ class _Refiller:
         return f"; {n} merged slot{'s' if n != 1 else ''} refilled from the ranked remainder" if n else ""
 
 
-def _page_range(pieces: Sequence[Hit]) -> dict[str, int | None]:
-    """The pages of a block merged from ``pieces``: from the first piece's first page to the last one's last (None
-    when no piece has pages)."""
-    starts = [p.page_start for p in pieces if p.page_start is not None]
-    ends = [p.page_end if p.page_end is not None else p.page_start for p in pieces if p.page_start is not None]
-    if not starts:
-        return {"page_start": None, "page_end": None}
-    return {"page_start": min(starts), "page_end": max(e for e in ends if e is not None)}
+def _page_range(pieces: Sequence[Hit]) -> dict[str, Any]:
+    """The pages of a block merged from ``pieces``: from the first piece's first page to the last one's last, with
+    the printed labels of those two pages when the pieces carry them (None when no piece has pages)."""
+    paged = [p for p in pieces if p.page_start is not None]
+    if not paged:
+        return {"page_start": None, "page_end": None, "page_label_start": None, "page_label_end": None}
+    first = min(paged, key=lambda p: p.page_start or 0)
+    last = max(paged, key=lambda p: p.page_end if p.page_end is not None else p.page_start or 0)
+    return {
+        "page_start": first.page_start,
+        "page_end": last.page_end if last.page_end is not None else last.page_start,
+        "page_label_start": first.page_label_start,
+        "page_label_end": last.page_label_end if last.page_label_end is not None else last.page_label_start,
+    }
 
 
 def _parent_block(parent: Hit, members: Sequence[Hit]) -> Hit:

@@ -47,11 +47,14 @@ class Citation:
     expanded_from: tuple[str, ...] = ()
     page_start: int | None = None
     page_end: int | None = None
+    page_label_start: str | None = None
+    page_label_end: str | None = None
 
     @property
     def label(self) -> str:
-        """How a reader names it: ``S2``, with its pages for a paged source (``S2, p. 14``, ``S2, pp. 14-15``)."""
-        pages = page_label(self.page_start, self.page_end)
+        """How a reader names it: ``S2``, with its pages for a paged source (``S2, p. 14``, ``S2, pp. 14-15``; the
+        printed page labels where the document has them)."""
+        pages = page_label(self.page_start, self.page_end, self.page_label_start, self.page_label_end)
         return f"{self.citation_id}, {pages}" if pages else self.citation_id
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,6 +69,8 @@ class Citation:
             "end_offset": self.end_offset,
             "page_start": self.page_start,
             "page_end": self.page_end,
+            "page_label_start": self.page_label_start,
+            "page_label_end": self.page_label_end,
             "label": self.label,
             "expanded_from": list(self.expanded_from),
         }
@@ -167,7 +172,7 @@ def _layout(selection: Sequence[Hit]) -> dict[str, Any]:
             excerpts.append(
                 {
                     "citation_id": f"S{i + 1}",
-                    "pages": page_label(h.page_start, h.page_end),
+                    "pages": page_label(h.page_start, h.page_end, h.page_label_start, h.page_label_end),
                     # the heading path, when it says more than the group's title and the previous excerpt
                     "section": section if section and section != previous else "",
                     # what the model reads (HTML: the visible text); the offsets still index the source
@@ -316,6 +321,8 @@ def _pack(
             h.expanded_from,
             h.page_start,
             h.page_end,
+            h.page_label_start,
+            h.page_label_end,
         )
         for i, h in enumerate(chosen)
     ]

@@ -125,7 +125,7 @@ def test_a_get_with_source_includes_returns_only_those_fields() -> None:
     assert "_source_includes" in reason
 
 
-def test_asset_version_13_adds_the_page_fields_to_an_older_chunk_index() -> None:
+def test_asset_versions_13_and_14_add_the_page_fields_to_an_older_chunk_index() -> None:
     """``setup`` over a chunk index of asset version 12: a PDF chunk's ``page_start`` is refused by its strict mapping
     (``DocumentParser``: ``strict_dynamic_mapping_exception``) until ``added_fields_request`` adds the two integer
     fields (``PUT <index>/_mapping``, ``MapperService.merge``; rest-api-spec ``indices.put_mapping/10_basic.yml``);
@@ -140,9 +140,25 @@ def test_asset_version_13_adds_the_page_fields_to_an_older_chunk_index() -> None
     assert status == 400 and answer["error"]["type"] == "strict_dynamic_mapping_exception"
     update = added_fields_request(S, "chunks")
     assert update.path == f"{S.chunk_index}/_mapping"
-    assert update.body == {"properties": {"page_start": {"type": "integer"}, "page_end": {"type": "integer"}}}
+    assert update.body == {
+        "properties": {
+            "page_start": {"type": "integer"},
+            "page_end": {"type": "integer"},
+            "page_label_start": {"type": "keyword"},
+            "page_label_end": {"type": "keyword"},
+        }
+    }
     assert cluster.handle("PUT", f"/{update.path}", "", update.body, {}) == (200, {"acknowledged": True})
     assert cluster.handle("PUT", f"/{S.chunk_index}/_doc/c1", "", doc, {})[0] in (200, 201)
+    # an index of asset version 13 has the page fields but not their labels (14): a labelled chunk is refused until
+    # the same request adds them; the fields it already has, sent unchanged, merge as they are (MapperService.merge)
+    v13 = {"chunk_id": {"type": "keyword"}, "page_start": {"type": "integer"}, "page_end": {"type": "integer"}}
+    assert cluster.handle("PUT", "/v13", "", {"mappings": {"dynamic": "strict", "properties": v13}}, {})[0] == 200
+    labelled = {**doc, "page_label_start": "iv", "page_label_end": "1"}
+    status, answer = cluster.handle("PUT", "/v13/_doc/c1", "", labelled, {})
+    assert status == 400 and answer["error"]["type"] == "strict_dynamic_mapping_exception"
+    assert cluster.handle("PUT", "/v13/_mapping", "", update.body, {}) == (200, {"acknowledged": True})
+    assert cluster.handle("PUT", "/v13/_doc/c1", "", labelled, {})[0] in (200, 201)
     wrong = {"properties": {"page_start": {"type": "keyword"}}}
     status, answer = cluster.handle("PUT", f"/{update.path}", "", wrong, {})
     assert (

@@ -192,6 +192,7 @@ def build_pdf(
     title: str | None = None,
     user_password: str | None = None,
     owner_password: str = "owner",
+    page_labels: Sequence[tuple[int, str, str, int]] = (),
 ) -> bytes:
     """A PDF of these pages, with this outline and ``Title``, encrypted when ``user_password`` is given.
 
@@ -202,6 +203,8 @@ def build_pdf(
         user_password: Encrypt (RC4, 40 bits, revision 2) with this password to open it; ``""`` is a PDF every
             reader opens without asking (only the owner password protects its permissions).
         owner_password: The owner password, when encrypted.
+        page_labels: The ``/PageLabels`` ranges (ISO 32000-1, 12.4.2), each ``(first page index (0-based), style
+            (``D``, ``r``, ``R``, ``a``, ``A`` or ``""`` for none), prefix, start number)``.
     """
     w = _Writer()
     root, tree = w.add(), w.add()
@@ -245,6 +248,16 @@ def build_pdf(
         )
     w.set(tree, {"Type": Name("Pages"), "Kids": list(page_refs), "Count": len(page_refs)})
     catalog: dict[str, Value] = {"Type": Name("Catalog"), "Pages": tree}
+    if page_labels:
+        nums: list[Value] = []
+        for first, style, prefix, start in page_labels:
+            entry: dict[str, Value] = {"St": start}
+            if style:
+                entry["S"] = Name(style)
+            if prefix:
+                entry["P"] = prefix
+            nums.extend([first, entry])
+        catalog["PageLabels"] = {"Nums": nums}
     if outline:
         catalog["Outlines"] = _outline(w, outline, page_refs)
         catalog["PageMode"] = Name("UseOutlines")

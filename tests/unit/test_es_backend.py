@@ -750,10 +750,18 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
         update.body["properties"]["retired"] == {"type": "keyword"} and update.body["_meta"]["version"] == ASSET_VERSION
     )
     assert update.body["properties"]["digests"] == {"type": "object", "enabled": False}
-    # existing chunk and parent indices gain the page fields (asset version 13), and nothing else of their mapping
+    # existing chunk and parent indices gain the page fields (asset version 13) and their labels (14), and nothing
+    # else of their mapping
     for name in (SETTINGS.chunk_index, SETTINGS.parent_index):
         (pages,) = node.calls("PUT", f"{name}/_mapping")
-        assert pages.body == {"properties": {"page_start": {"type": "integer"}, "page_end": {"type": "integer"}}}
+        assert pages.body == {
+            "properties": {
+                "page_start": {"type": "integer"},
+                "page_end": {"type": "integer"},
+                "page_label_start": {"type": "keyword"},
+                "page_label_end": {"type": "keyword"},
+            }
+        }
     assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 3
 
 

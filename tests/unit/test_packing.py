@@ -130,7 +130,8 @@ def test_the_rendered_block_header_and_the_json_shape_are_exact(minilm_tokenizer
         "citations": [
             {"id": "S1", "chunk_id": "c7", "source_id": "guide.md", "source_version": "v2",
              "heading_path": ["Guide", 'The "admin" page'], "start_offset": 40, "end_offset": 49,
-             "page_start": None, "page_end": None, "label": "S1", "expanded_from": []}
+             "page_start": None, "page_end": None, "page_label_start": None, "page_label_end": None, "label": "S1",
+             "expanded_from": []}
         ],
     }  # fmt: skip
 

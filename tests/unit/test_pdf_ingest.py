@@ -170,6 +170,69 @@ def test_citations_name_the_page_and_the_context_shows_it(minilm_tokenizer: obje
     assert ctx.to_dict()["citations"][0]["page_start"] == 14 and ctx.to_dict()["citations"][0]["label"] == "S1, p. 14"
 
 
+def test_citations_name_the_printed_page_labels() -> None:
+    assert page_label(15, 15, "8", "8") == "p. 8" and page_label(3, 4, "iv", "1") == "pp. iv-1"
+    assert page_label(3, 3, "A-3") == "p. A-3" and page_label(5, 6) == "pp. 5-6" and page_label(None, None, "x") == ""
+    stored = {"chunk_id": "a", "source_id": "m.pdf", "page_start": 15, "page_label_start": "8"}
+    hit = Hit.from_source(stored)  # one page: the end is the start, as for page_end
+    assert (hit.page_start, hit.page_end, hit.page_label_start, hit.page_label_end) == (15, 15, "8", "8")
+    assert Hit.from_source({"chunk_id": "a", "source_id": "m.pdf", "page_start": 2}).page_label_start is None
+
+
+LABELS = [(0, "r", "", 1), (2, "D", "", 1), (3, "", "Scan-", 1)]
+"""Roman front matter on pages 1-2, Arabic from page 3, and a prefix-only range on the scan (ISO 32000-1, 12.4.2)."""
+
+
+def test_page_labels_reach_the_chunks_the_citations_and_search(tmp_path: Path, tiny_bi_encoder: Path) -> None:
+    from es_rag.ingest.pdf import extract_pdf
+
+    data = build_pdf(MANUAL, outline=OUTLINE, title="Sync Client Manual", page_labels=LABELS)
+    # a range with a prefix and no style prints the prefix alone (12.4.2: "no numeric portion")
+    assert extract_pdf(data, name="m.pdf").page_labels == ("i", "ii", "1", "Scan-")
+    assert extract_pdf(build_pdf(MANUAL, outline=OUTLINE), name="m.pdf").page_labels == ()  # no labels
+    same = [(0, "D", "", 1)]  # labels that only repeat the page numbers are no labels
+    assert extract_pdf(build_pdf(MANUAL, outline=OUTLINE, page_labels=same), name="m.pdf").page_labels == ()
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "manual.pdf").write_bytes(data)
+    with RagClient.open(tmp_path / "idx", _settings(tiny_bi_encoder)) as rag:
+        assert rag.ingest([root], tenant="acme").failed == []
+        result = rag.search("What does error E1042 mean?", tenant="acme")
+        top = next(h for h in result.hits if "E1042" in h.text)
+        assert (top.page_start, top.page_end, top.page_label_start, top.page_label_end) == (3, 3, "1", "1")
+        cited = next(c for c in result.context.citations if c.chunk_id == top.chunk_id)
+        assert cited.label.endswith(", p. 1") and cited.to_dict()["page_label_start"] == "1"
+        assert "p. 1 " in result.context.text or "p. 1\n" in result.context.text
+        first = (
+            next(h for h in result.hits if h.page_start == 1) if any(h.page_start == 1 for h in result.hits) else None
+        )
+        assert first is None or first.page_label_start == "i"
+
+
+def test_a_real_manual_is_cited_by_its_printed_page_numbers() -> None:
+    """Debian's libtasn1 manual (texinfo, pdfTeX) labels its title pages ``T-1``/``T-2``, its contents ``i`` and its
+    body from ``1``: the fourth PDF page prints ``1``."""
+    from es_rag.ingest.pdf import extract_pdf
+
+    path = REAL_PDFS[0]
+    if not path.is_file():
+        pytest.skip(f"{path} is not on this machine (its Debian package is not installed)")
+    pdf = extract_pdf(path.read_bytes(), name=path.name)
+    assert pdf.page_labels[:5] == ("T-1", "T-2", "i", "1", "2") and len(pdf.page_labels) == len(pdf.pages)
+
+
+def test_the_chunker_refuses_labels_that_do_not_match_the_pages(minilm_tokenizer: object) -> None:
+    from es_rag.errors import InputError
+
+    chunker = make_chunker(minilm_tokenizer, max_tokens=40, overlap=0)  # type: ignore[arg-type]
+    text = "Page one.\n\n\fPage two.\n"
+    kw = {"source_id": "m.pdf", "source_version": "1", "tenant_id": "t", "acl": (), "fmt": "pdf", "pages": (0, 13)}
+    chunks = chunker.chunk(text, **kw, page_labels=("vii", "viii"))  # type: ignore[arg-type]
+    assert {(c.page_start, c.page_label_start) for c in chunks if c.kind == "child"} <= {(1, "vii"), (2, "viii")}
+    with pytest.raises(InputError, match="1 labels for 2 pages"):
+        chunker.chunk(text, **kw, page_labels=("vii",))  # type: ignore[arg-type]
+
+
 def test_ingest_search_chunk_and_sources_show_the_pages(
     manual_dir: Path, tiny_bi_encoder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -219,7 +282,7 @@ def test_pages_on_the_strict_double_and_an_index_of_an_older_mapping(manual_dir:
     backend, _, cluster = strict_backend(settings, setup=True)
     for name in (settings.chunk_index, settings.parent_index):  # as an asset-12 index: no page fields
         mapping = cluster.indices[name].mapping
-        for field in ("page_start", "page_end"):
+        for field in ("page_start", "page_end", "page_label_start", "page_label_end"):
             del mapping.fields[field]
             del mapping.raw["properties"][field]
     backend.setup()
