@@ -39,6 +39,7 @@ def run_variant(
         result = pipeline.search(q.question, question_filter(q, tenant, groups))
         row = evidence.question_evidence(q, result, count, result.status == NO_SUFFICIENT_EVIDENCE)
         row["gold"] = sorted(q.gold)
+        row["category"] = q.category
         rows.append(row)
     out = evidence.summarize(rows)
     out["latency_ms"] = evidence.latency(rows)["total"] if rows else None
