@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from es_rag.embedded.vectors import GATHER_SHARE, knn_rows, prepared_knn_scores, top_k
+from es_rag.embedded.topk import top_k
+from es_rag.embedded.vectors import GATHER_SHARE, knn_rows, prepared_knn_scores
 from es_rag.settings import Similarity
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from es_rag.embedded import caches
 from es_rag.embedded.analyzers import get_analyzer, identifier_analyzer
 from es_rag.embedded.ident import IdentIndex
+from es_rag.embedded.topk import top_k
 from es_rag.filters import SearchFilter
 from es_rag.languages import LANGUAGE_FIELDS
 from es_rag.records import Hit
@@ -192,8 +193,8 @@ class LexicalChannels:
         if self.tie_breaker:
             best = best + self.tie_breaker * (total - best)
         best[~mask] = 0.0
-        order = np.argsort(-best, kind="stable")
-        return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in order[:k] if best[i] > 0]
+        matched = np.flatnonzero(best > 0)  # a rare term matches few: rank those, not a tail of zeros
+        return [self._hit(int(i)).replace(bm25_score=float(best[i])) for i in matched[top_k(best[matched], k)]]
 
     def exact(
         self, identifiers: Sequence[str], flt: SearchFilter, k: int, *, mask: np.ndarray | None = None
@@ -235,8 +236,8 @@ class LexicalChannels:
                 norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
                 scores += np.where(freq > 0, idf * freq * (self.k1 + 1.0) / (freq + norm), 0.0)
         scores[~mask] = 0.0
-        order = np.argsort(-scores, kind="stable")
-        return [self._hit(int(i)).replace(exact_score=float(scores[i])) for i in order[:k] if scores[i] > 0]
+        matched = np.flatnonzero(scores > 0)
+        return [self._hit(int(i)).replace(exact_score=float(scores[i])) for i in matched[top_k(scores[matched], k)]]
 
 
 def _scorable_tokens(model: Any, tokens: list[str]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from es_rag.embedded.topk import top_k
 from es_rag.settings import Similarity
 
 COSINE_UNIT_EPS = 1e-3
@@ -130,25 +131,6 @@ GATHER_SHARE = 0.125
 """Below this share of visible rows, :func:`filtered_knn` copies the visible rows and scores only them (a filtered
 exact search, as Lucene's exact search under a filter reads only the filter's documents); at or above it, one product
 over the whole matrix is cheaper than the copy (``benchmarks/filtered_knn_bench.py`` measures where they cross)."""
-
-
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest ``scores``, best first, ties by position (what a stable sort of ``-scores``
-    gives), without sorting every score: ``argpartition`` to the k-th value, then a sort of what reaches it.
-
-    Args:
-        scores: One score per position.
-        k: How many.
-    """
-    n = scores.shape[0]
-    if k <= 0 or n == 0:
-        return np.zeros(0, dtype=np.intp)
-    if k < n:
-        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
-        head = np.flatnonzero(scores >= kth)  # every tie of the k-th value, ascending: the stable order's candidates
-    else:
-        head = np.arange(n)
-    return head[np.argsort(-scores[head], kind="stable")][:k]
 
 
 def filtered_knn(

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from es_rag.embedded.vectors import GATHER_SHARE, filtered_knn, knn_rows, prepared_knn_scores, top_k
+from es_rag.embedded.topk import top_k
+from es_rag.embedded.vectors import GATHER_SHARE, filtered_knn, knn_rows, prepared_knn_scores
 from es_rag.settings import Similarity
 
 
