@@ -111,9 +111,9 @@ def apply_gate(
     parts = []
     if threshold is not None and scope == "query":
         parts.append(f"calibrated threshold {threshold} on the best hit")
-        best = max(scores, default=0.0)
-        if best < threshold:
-            reason = f"best {scale} score {best:.4f} < threshold {threshold}"
+        top = max(scores, default=0.0)
+        if top < threshold:
+            reason = f"best {scale} score {top:.4f} < threshold {threshold}"
             dropped.extend((hits[i].chunk_id, reason) for i in kept)
             kept = []
     elif threshold is not None:
