@@ -260,11 +260,12 @@ class GateSettings(Group):
         None, flat="gate_margin", metavar="MARGIN|off", help="keep only top-1 when it beats top-2 by at least this"
     )
     threshold_scope: ThresholdScope = opt(
-        ThresholdScope.HIT,
+        ThresholdScope.QUERY,
         flat="gate_threshold_scope",
         metavar="query|hit",
         help="what a calibrated reranker's no-answer threshold cuts: query = only the verdict (no sufficient "
-        "evidence when the best candidate is below it); hit = also every candidate below it",
+        "evidence when the best candidate is below it); hit = also every candidate below it (on rag-en-train's "
+        "no-answer split, hit kept 0.853 of the answer characters against query's 0.885: docs/reranker.md)",
     )
     min_dense: float | None = opt(
         None,

@@ -113,8 +113,8 @@ def test_a_query_scoped_threshold_decides_the_verdict_and_keeps_every_hit() -> N
 def test_the_settings_choose_the_threshold_scope() -> None:
     cal = Calibration(temperature=1.0, bias=0.0, threshold=0.625, source="es_rag_calibration.json")
     hs = [h.replace(rerank_score=s, calibrated_score=s) for h, s in zip(_hits(3), [0.875, 0.5, 0.25], strict=True)]
-    by_hit = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None))
-    by_query = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None, threshold_scope="query"))
+    by_hit = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None, threshold_scope="hit"))
+    by_query = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=None))  # the default
     assert _ids(by_hit) == ["h0"] and _ids(by_query) == ["h0", "h1", "h2"]
 
 
@@ -310,9 +310,8 @@ def test_run_on_the_fused_order_decides_nothing() -> None:
 
 
 def test_run_uses_calibrated_scores_and_the_models_threshold() -> None:
-    out = run(
-        _scored(), reranked=True, calibration=Calibration(threshold=0.5), settings=GateSettings(cliff=None, margin=None)
-    )
+    hit = GateSettings(cliff=None, margin=None, threshold_scope="hit")
+    out = run(_scored(), reranked=True, calibration=Calibration(threshold=0.5), settings=hit)
     assert _ids(out) == ["b"]
     assert out.dropped == [
         ("a", "calibrated score 0.2500 < threshold 0.5"),
@@ -394,7 +393,7 @@ def test_run_a_fitted_threshold_then_the_cliff() -> None:
         Hit(chunk_id="c", source_id="s", text="c", tenant_id="t", rerank_score=0.0, calibrated_score=0.25),
         Hit(chunk_id="d", source_id="s", text="d", tenant_id="t", rerank_score=-1.0, calibrated_score=0.0625),
     ]
-    out = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=0.5))
+    out = run(hs, reranked=True, calibration=cal, settings=GateSettings(cliff=0.5, threshold_scope="hit"))
     assert _ids(out) == ["a", "b"]
     assert out.dropped == [
         ("d", "calibrated score 0.0625 < threshold 0.125"),
