@@ -155,3 +155,36 @@ def test_the_reranker_coverage_table_is_its_report() -> None:
     shipped = json.loads((ROOT / "es_rag" / "models" / "reranker-en" / "es_rag_fusion.json").read_text())
     default_row = next(line for line in doc.splitlines() if "(the default, `es_rag_fusion.json`)" in line)
     assert f"`{shipped['method']}`, weight {shipped['weight']}" in default_row
+
+
+def test_the_no_answer_gate_table_is_its_report() -> None:
+    """docs/reranker.md's no-answer table (issue 42): precision, recall, each kind's, answerable questions emptied,
+    coverage and tokens of every measured row are reports/no-answer-reranker/result.json's."""
+    doc = (ROOT / "docs" / "reranker.md").read_text(encoding="utf-8")
+    report = json.loads((ROOT / "reports" / "no-answer-reranker" / "result.json").read_text(encoding="utf-8"))
+    ce = report["cross_encoder_gate"]
+    variants = {next(iter(v["changes"].items())): v["overall"] for v in ce["variants"] if v["changes"]}
+    rows = {
+        "cross-encoder threshold, verdict only": ce["overall"],
+        "the same, cliff off": variants[("gate_cliff", None)],
+        "the same, threshold on every hit": variants[("gate_threshold_scope", "hit")],
+        "dense floor (`calibrate --gate-floor`": report["dense_floor_gate"]["overall"],
+    }
+    none = variants[("rerank_calibration", "none")]
+    line = next(x for x in doc.splitlines() if x.startswith("| none: the shipped model as it ships"))
+    assert f"| {none['answer_coverage']:.4f} | {round(none['context_tokens'])} |" in line
+    for label, o in rows.items():
+        line = next(x for x in doc.splitlines() if x.startswith("| ") and label in x)
+        cells = [c.strip(" *") for c in line.split("|")[1:-1]]
+        na = o["no_answer"]
+        kinds = na["by_category"]
+        assert (float(cells[1]), float(cells[2])) == (round(na["precision"], 3), round(na["recall"], 3)), label
+        for cell, kind in ((cells[3], "no-answer"), (cells[4], "no-answer-paragraph")):
+            assert cell == f"{kinds[kind]['precision']:.3f} / {kinds[kind]['recall']:.3f}", (label, kind)
+        assert cells[5].startswith(f"{na['abstained_wrongly']} of "), label
+        assert (float(cells[6]), round(float(cells[7]))) == (o["answer_coverage"], round(o["context_tokens"])), label
+    probe = report["probe"]["report"]["combined"]
+    line = next(x for x in doc.splitlines() if x.startswith("| logistic of log(cross-encoder)"))
+    cells = [c.strip(" *") for c in line.split("|")[1:-1]]
+    assert (float(cells[1]), float(cells[2])) == (probe["test_precision"], probe["test_recall"])
+    assert cells[5] == probe["answerable_emptied"]
