@@ -377,3 +377,23 @@ def test_a_heading_placed_at_a_body_line_keeps_that_line() -> None:
     headings = [(0, 1, "1 Chapter"), (text.index("A body"), 2, "Missing title"), (text.index("1.1"), 2, "1.1 First")]
     layout = PagedLayout(text, headings)
     assert [text[s.start : s.end] for s in layout.sections] == ["A body line only.", "1.1 First\nFirst body."]
+
+
+def test_a_merged_block_spans_its_pieces_pages_and_their_labels() -> None:
+    from es_rag.stages.expand import _page_range
+
+    def piece(first: int | None, last: int | None, labels: tuple[str | None, str | None] = (None, None)) -> Hit:
+        return Hit(chunk_id=f"c{first}", source_id="m.pdf", text="x", tenant_id="t", page_start=first,
+                   page_end=last, page_label_start=labels[0], page_label_end=labels[1])  # fmt: skip
+
+    got = _page_range(
+        [piece(4, 5, ("1", "2")), piece(3, 3, ("ii", "ii")), piece(None, None), piece(6, None, ("3", None))]
+    )
+    assert got == {"page_start": 3, "page_end": 6, "page_label_start": "ii", "page_label_end": "3"}
+    assert _page_range([piece(2, 3)]) == {
+        "page_start": 2,
+        "page_end": 3,
+        "page_label_start": None,
+        "page_label_end": None,
+    }
+    assert _page_range([piece(None, None)])["page_start"] is None
