@@ -188,3 +188,29 @@ def test_the_no_answer_gate_table_is_its_report() -> None:
     cells = [c.strip(" *") for c in line.split("|")[1:-1]]
     assert (float(cells[1]), float(cells[2])) == (probe["test_precision"], probe["test_recall"])
     assert cells[5] == probe["answerable_emptied"]
+
+
+def test_the_no_answer_rag_en_train_table_is_its_report() -> None:
+    """docs/reranker.md's rag-en-train rows of the calibrated model (issue 42) are the report's ``rag_en_train``."""
+    doc = (
+        (ROOT / "docs" / "reranker.md")
+        .read_text(encoding="utf-8")
+        .split("The same calibration on all of rag-en-train")[1]
+    )
+    run = json.loads((ROOT / "reports" / "no-answer-reranker" / "result.json").read_text(encoding="utf-8"))[
+        "rag_en_train"
+    ]
+    variants = {next(iter(v["changes"].items())): v["overall"] for v in run["variants"]}
+    rows = {
+        "the shipped model as it ships (no calibration file": variants[("rerank_calibration", "none")],
+        f"cliff 0.3: {run['abstained']} of 1,500 questions abstained on": run["overall"],
+        "| the same, cliff off |": variants[("gate_cliff", None)],
+        "| the same, threshold on every hit |": variants[("gate_threshold_scope", "hit")],
+        "| the same, `rerank_k` 20": variants[("rerank_k", 20)],
+    }
+    for label, o in rows.items():
+        line = next(x for x in doc.splitlines() if x.startswith("| ") and label in x)
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert float(cells[1]) == o["answer_coverage"], label
+        assert float(cells[2]) == o["coverage_by_stage"]["reranked"], label
+        assert int(cells[3]) == round(o["context_tokens"]), label
