@@ -12,6 +12,7 @@ from es_rag.elasticsearch.assets import registry_mapping_request
 from es_rag.settings import Settings
 from es_rag.versions.registry import source_listing_request
 from tests.support.double.cluster import StrictCluster
+from tests.support.page_fields import PAGE_FIELDS_UPDATE
 
 S = Settings(vector_dims=4)
 
@@ -129,7 +130,11 @@ def test_asset_versions_13_and_14_add_the_page_fields_to_an_older_chunk_index() 
     """``setup`` over a chunk index of asset version 12: a PDF chunk's ``page_start`` is refused by its strict mapping
     (``DocumentParser``: ``strict_dynamic_mapping_exception``) until ``added_fields_request`` adds the two integer
     fields (``PUT <index>/_mapping``, ``MapperService.merge``; rest-api-spec ``indices.put_mapping/10_basic.yml``);
-    the same request naming them another type on an index that has them is refused as a type change."""
+    the same request naming them another type on an index that has them is refused as a type change. Version 14's
+    request sends all four page fields to an index of version 13, which has two of them: a field sent again with the
+    same type and parameters merges as it is (``10_basic.yml``, "Test Create and update mapping": ``text1`` is put a
+    second time as the same ``text``/``whitespace`` field and acknowledged; "Update per-field metadata": ``foo``
+    re-sent as ``keyword``), while a label field sent as another type is refused like ``page_start``."""
     from es_rag.elasticsearch.assets import added_fields_request
 
     cluster = StrictCluster()
@@ -140,14 +145,7 @@ def test_asset_versions_13_and_14_add_the_page_fields_to_an_older_chunk_index() 
     assert status == 400 and answer["error"]["type"] == "strict_dynamic_mapping_exception"
     update = added_fields_request(S, "chunks")
     assert update.path == f"{S.chunk_index}/_mapping"
-    assert update.body == {
-        "properties": {
-            "page_start": {"type": "integer"},
-            "page_end": {"type": "integer"},
-            "page_label_start": {"type": "keyword"},
-            "page_label_end": {"type": "keyword"},
-        }
-    }
+    assert update.body == PAGE_FIELDS_UPDATE
     assert cluster.handle("PUT", f"/{update.path}", "", update.body, {}) == (200, {"acknowledged": True})
     assert cluster.handle("PUT", f"/{S.chunk_index}/_doc/c1", "", doc, {})[0] in (200, 201)
     # an index of asset version 13 has the page fields but not their labels (14): a labelled chunk is refused until
@@ -158,6 +156,11 @@ def test_asset_versions_13_and_14_add_the_page_fields_to_an_older_chunk_index() 
     status, answer = cluster.handle("PUT", "/v13/_doc/c1", "", labelled, {})
     assert status == 400 and answer["error"]["type"] == "strict_dynamic_mapping_exception"
     assert cluster.handle("PUT", "/v13/_mapping", "", update.body, {}) == (200, {"acknowledged": True})
+    status, answer = cluster.handle(
+        "PUT", "/v13/_mapping", "", {"properties": {"page_label_start": {"type": "integer"}}}, {}
+    )
+    assert status == 400
+    assert answer["error"]["reason"] == "mapper [page_label_start] cannot be changed from type [keyword] to [integer]"
     assert cluster.handle("PUT", "/v13/_doc/c1", "", labelled, {})[0] in (200, 201)
     wrong = {"properties": {"page_start": {"type": "keyword"}}}
     status, answer = cluster.handle("PUT", f"/{update.path}", "", wrong, {})

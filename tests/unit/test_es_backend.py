@@ -57,6 +57,7 @@ from tests.support.es_transport import (  # noqa: E402
     search_response,
     unauthorized_error,
 )
+from tests.support.page_fields import PAGE_FIELDS_UPDATE  # noqa: E402
 
 # ja:cjk: every analyzer concrete, so setup sends no probe (a bare ja asks the cluster whether kuromoji is installed)
 SETTINGS = Settings(
@@ -754,14 +755,7 @@ def test_setup_again_when_the_indices_exist_does_not_fail() -> None:
     # else of their mapping
     for name in (SETTINGS.chunk_index, SETTINGS.parent_index):
         (pages,) = node.calls("PUT", f"{name}/_mapping")
-        assert pages.body == {
-            "properties": {
-                "page_start": {"type": "integer"},
-                "page_end": {"type": "integer"},
-                "page_label_start": {"type": "keyword"},
-                "page_label_end": {"type": "keyword"},
-            }
-        }
+        assert pages.body == PAGE_FIELDS_UPDATE
     assert len(node.calls("PUT")) == len(setup_requests(SETTINGS)) + 3
 
 
